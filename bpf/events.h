@@ -1,0 +1,170 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * The one definition of every record that crosses the kernel/user boundary.
+ *
+ * The BPF programs include this header; the Rust side gets the same structs
+ * from the skeleton that libbpf-cargo generates out of the object's BTF
+ * (tracerd/src/bpf.rs), so a field added here shows up in Rust or the build
+ * fails. Keep every struct free of implicit padding: the Rust decoder reads
+ * them field by field.
+ */
+#ifndef TRACERD_EVENTS_H
+#define TRACERD_EVENTS_H
+
+#define TRACERD_COMM_LEN 16
+#define TRACERD_PATH_LEN 256
+#define TRACERD_UNIT_LEN 64
+#define TRACERD_MAX_SYSCALL 512
+
+/* Kinds of records in the events ring buffer. */
+enum tracerd_event_kind {
+	TRACERD_EV_SYSCALL_FAILURE = 1,
+	TRACERD_EV_FUNCTION = 2,
+	TRACERD_EV_NETWORK_GAP = 3,
+	TRACERD_EV_PROCESS_STATE = 4,
+	/* exec or fork of a traced process: feeds the process table, not the ring */
+	TRACERD_EV_PROCESS_START = 5,
+};
+
+enum tracerd_process_state {
+	TRACERD_PS_PAUSED = 1,
+	TRACERD_PS_EXITED = 2,
+	TRACERD_PS_KILLED = 3,
+};
+
+enum tracerd_pause_cause {
+	TRACERD_PAUSE_STOPPED = 1,        /* SIGSTOP / ptrace stop */
+	TRACERD_PAUSE_UNINTERRUPTIBLE = 2, /* D state */
+	TRACERD_PAUSE_FROZEN = 3,          /* cgroup freezer */
+};
+
+/* How a syscall's arguments name what it works on (syscall_args map). */
+enum tracerd_arg_kind {
+	TRACERD_ARG_NONE = 0,
+	TRACERD_ARG_PATH = 1,     /* a path string in arg `index` */
+	TRACERD_ARG_PATH_AT = 2,  /* dirfd in arg0, path string in arg `index` */
+	TRACERD_ARG_FD = 3,       /* a file descriptor in arg `index` */
+	TRACERD_ARG_SOCKADDR = 4, /* socket fd in arg0, struct sockaddr * in arg `index` */
+};
+
+/* Drop and health counters (per-CPU array `counters`). */
+enum tracerd_counter {
+	TRACERD_CNT_RINGBUF_FULL_SYSCALL = 0,
+	TRACERD_CNT_RINGBUF_FULL_FUNCTION = 1,
+	TRACERD_CNT_RINGBUF_FULL_GAP = 2,
+	TRACERD_CNT_RINGBUF_FULL_PROCESS = 3,
+	TRACERD_CNT_RINGBUF_FULL_START = 4,
+	TRACERD_CNT_PATH_UNREADABLE = 5,   /* user memory for a path was not readable */
+	TRACERD_CNT_TARGETS_FULL = 6,      /* a new descendant did not fit in `targets` */
+	TRACERD_CNT_PAUSES_FULL = 7,
+	TRACERD_CNT_MAX = 8,
+};
+
+struct tracerd_syscall_arg {
+	__u8 kind;  /* enum tracerd_arg_kind */
+	__u8 index; /* which argument */
+	__u8 reserved[2];
+};
+
+/* An endpoint. family is AF_INET or AF_INET6 (0 = none); port in host order. */
+struct tracerd_addr {
+	__u16 family;
+	__u16 port;
+	__u8 addr[16];
+};
+
+struct tracerd_header {
+	__u64 ts_ns; /* CLOCK_BOOTTIME; for intervals, when the interval began */
+	__u32 pid;   /* thread group id */
+	__u32 tid;
+	__u32 kind;  /* enum tracerd_event_kind */
+	__u32 reserved;
+	char comm[TRACERD_COMM_LEN];
+};
+
+struct tracerd_syscall_failure {
+	struct tracerd_header h;
+	__s64 ret;
+	__u64 open_id;   /* file open that the fd (or the *at dirfd) came from; 0 = unknown */
+	__s32 fd;        /* -1 when the call takes no fd */
+	__u32 syscall_nr;
+	struct tracerd_addr peer; /* socket peer or sockaddr argument */
+	__u32 path_len;  /* bytes of path including the NUL; 0 = none */
+	char path[TRACERD_PATH_LEN];
+};
+
+struct tracerd_function_hit {
+	struct tracerd_header h;
+	__u64 function_id; /* the uprobe's attach cookie: index into the function table */
+};
+
+struct tracerd_network_gap {
+	struct tracerd_header h; /* pid/comm: the process that opened the connection, if known */
+	__u64 gap_ns;
+	__u64 packets;           /* packets received on the connection before the gap */
+	struct tracerd_addr local;
+	struct tracerd_addr peer;
+	__u32 ongoing;           /* the connection closed while silent */
+	__u32 reserved;
+};
+
+struct tracerd_process_state_event {
+	struct tracerd_header h;
+	__u64 duration_ns;   /* pauses */
+	__s32 exit_code;     /* exited: status passed to exit */
+	__u32 state;         /* enum tracerd_process_state */
+	__u32 cause;         /* enum tracerd_pause_cause, for pauses */
+	__u32 signal;        /* killed: the fatal signal; paused: the stop signal, if known */
+	__u32 sender_pid;    /* who sent the signal; 0 = the kernel or unknown */
+	__u32 core_dumped;
+	char sender_comm[TRACERD_COMM_LEN];
+};
+
+struct tracerd_process_start {
+	struct tracerd_header h;
+	__u32 ppid;
+	__u32 is_exec;
+};
+
+/* Value of open_files, keyed by the struct file pointer. */
+struct tracerd_open_file {
+	__u64 open_id;
+	__u64 dir_open_id; /* relative path opened against this dirfd's open; 0 = cwd */
+	__u64 ino;
+	__u32 tgid;
+	__u32 path_len;
+	char path[TRACERD_PATH_LEN];
+};
+
+/* Value of conns, keyed by the struct sock pointer. */
+struct tracerd_conn {
+	__u64 last_ns;
+	__u64 packets;
+	__u32 pid;
+	__u32 reserved;
+	char comm[TRACERD_COMM_LEN];
+	struct tracerd_addr local;
+	struct tracerd_addr peer;
+};
+
+/* Value of pauses, keyed by thread id. */
+struct tracerd_pause {
+	__u64 start_ns;
+	__u32 tgid;
+	__u32 cause;
+	char comm[TRACERD_COMM_LEN];
+};
+
+/* Value of last_signal, keyed by the receiving thread group id. */
+struct tracerd_signal_sender {
+	__u32 signal;
+	__u32 pid;
+	char comm[TRACERD_COMM_LEN];
+};
+
+struct tracerd_exe_key {
+	__u64 dev; /* kernel dev_t encoding: major << 20 | minor */
+	__u64 ino;
+};
+
+#endif

@@ -1,0 +1,786 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * tracerd's kernel half: records failed syscalls, uprobe hits, TCP silences
+ * and process states of the target processes into one ring buffer.
+ *
+ * Hot paths return as early as they can: sys_exit looks at the return value
+ * and the syscall number before anything else, and only failures (plus the
+ * few successful calls that maintain the fd table) go on to the target
+ * check. Strings are copied only where they cannot be recovered later: the
+ * path argument of a failed call and the path of a successful open.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_endian.h>
+#include "events.h"
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+#define AF_UNIX 1
+#define AF_INET 2
+#define AF_INET6 10
+#define AT_FDCWD -100
+#define S_IFMT 00170000
+#define S_IFSOCK 0140000
+#define SOCK_STREAM 1
+#define TCP_CLOSE 7
+#define EINPROGRESS 115
+
+#define TASK_UNINTERRUPTIBLE 0x0002
+#define __TASK_STOPPED 0x0004
+#define __TASK_TRACED 0x0008
+#define TASK_NOLOAD 0x0400
+#define TASK_FROZEN 0x8000
+
+/* x86_64 syscall numbers of the successful calls that feed the fd table. */
+#define NR_open 2
+#define NR_connect 42
+#define NR_accept 43
+#define NR_creat 85
+#define NR_openat 257
+#define NR_accept4 288
+#define NR_openat2 437
+
+/* Set by user space before load. */
+const volatile __u32 filter_targets = 0; /* 0 = every process but ours */
+const volatile __u32 self_tgid = 0;
+const volatile __u64 gap_ns = 5000000000ULL;
+const volatile __u64 pause_ns = 3000000000ULL;
+const volatile __u64 wakeup_bytes = 1 << 20;
+
+/* Threads currently in `pauses`; lets sched_switch skip the lookup when 0. */
+__u64 pending_pauses = 0;
+
+/* Anchors so that the skeleton emits Rust types for every record. */
+struct tracerd_syscall_failure _sf = {};
+struct tracerd_function_hit _fh = {};
+struct tracerd_network_gap _ng = {};
+struct tracerd_process_state_event _ps = {};
+struct tracerd_process_start _pst = {};
+enum tracerd_event_kind _kind = 0;
+enum tracerd_process_state _state = 0;
+enum tracerd_pause_cause _cause = 0;
+enum tracerd_arg_kind _arg_kind = 0;
+enum tracerd_counter _counter = 0;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 8 << 20);
+} events SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, __u8);
+} targets SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 64);
+	__type(key, char[TRACERD_COMM_LEN]);
+	__type(value, __u8);
+} target_comms SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 64);
+	__type(key, struct tracerd_exe_key);
+	__type(value, __u8);
+} target_exes SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 64);
+	__type(key, char[TRACERD_UNIT_LEN]);
+	__type(value, __u8);
+} target_units SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, TRACERD_MAX_SYSCALL);
+	__type(key, __u32);
+	__type(value, struct tracerd_syscall_arg);
+} syscall_args SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 32768);
+	__type(key, __u64);
+	__type(value, struct tracerd_open_file);
+} open_files SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u64);
+	__type(value, struct tracerd_conn);
+} conns SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, struct tracerd_pause);
+} pauses SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, struct tracerd_signal_sender);
+} last_signal SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, TRACERD_CNT_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} counters SEC(".maps");
+
+/* Scratch space too large for the 512-byte BPF stack, and the open-id sequence. */
+struct scratch {
+	struct tracerd_open_file open;
+	char unit[TRACERD_UNIT_LEN];
+	__u64 open_seq;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct scratch);
+} scratch SEC(".maps");
+
+static __always_inline void count(__u32 which)
+{
+	__u64 *c = bpf_map_lookup_elem(&counters, &which);
+	if (c)
+		*c += 1;
+}
+
+static __always_inline bool is_target(__u32 tgid)
+{
+	if (!filter_targets)
+		return tgid != self_tgid;
+	return bpf_map_lookup_elem(&targets, &tgid) != NULL;
+}
+
+static __always_inline void *reserve(__u64 size, __u32 drop_counter)
+{
+	void *e = bpf_ringbuf_reserve(&events, size, 0);
+	if (!e)
+		count(drop_counter);
+	return e;
+}
+
+/* Wake the reader only when a batch is waiting: saves a wakeup per event. */
+static __always_inline void submit(void *e)
+{
+	__u64 flags = BPF_RB_NO_WAKEUP;
+	if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wakeup_bytes)
+		flags = BPF_RB_FORCE_WAKEUP;
+	bpf_ringbuf_submit(e, flags);
+}
+
+static __always_inline void fill_header(struct tracerd_header *h, __u32 kind)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	h->ts_ns = bpf_ktime_get_boot_ns();
+	h->pid = id >> 32;
+	h->tid = (__u32)id;
+	h->kind = kind;
+	h->reserved = 0;
+	bpf_get_current_comm(h->comm, sizeof(h->comm));
+}
+
+static __always_inline unsigned long syscall_arg(struct pt_regs *regs, __u32 index)
+{
+	switch (index) {
+	case 0: return regs->di;
+	case 1: return regs->si;
+	case 2: return regs->dx;
+	case 3: return regs->r10;
+	case 4: return regs->r8;
+	default: return regs->r9;
+	}
+}
+
+static __always_inline struct file *fd_file(int fd)
+{
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	struct fdtable *fdt = BPF_CORE_READ(task, files, fdt);
+	struct file **fds;
+	struct file *f = NULL;
+
+	if (fd < 0 || (unsigned int)fd >= BPF_CORE_READ(fdt, max_fds))
+		return NULL;
+	fds = BPF_CORE_READ(fdt, fd);
+	bpf_probe_read_kernel(&f, sizeof(f), &fds[fd]);
+	return f;
+}
+
+static __always_inline bool file_is_socket(struct file *f)
+{
+	umode_t mode = BPF_CORE_READ(f, f_inode, i_mode);
+	return (mode & S_IFMT) == S_IFSOCK;
+}
+
+static __always_inline struct sock *file_sock(struct file *f)
+{
+	struct socket *sock = BPF_CORE_READ(f, private_data);
+	return BPF_CORE_READ(sock, sk);
+}
+
+static __always_inline void sock_endpoints(struct sock *sk, struct tracerd_addr *local,
+					   struct tracerd_addr *peer)
+{
+	__u16 family = BPF_CORE_READ(sk, __sk_common.skc_family);
+
+	peer->family = family;
+	peer->port = bpf_ntohs(BPF_CORE_READ(sk, __sk_common.skc_dport));
+	if (local) {
+		local->family = family;
+		local->port = BPF_CORE_READ(sk, __sk_common.skc_num);
+	}
+	if (family == AF_INET) {
+		BPF_CORE_READ_INTO(peer->addr, sk, __sk_common.skc_daddr);
+		if (local)
+			BPF_CORE_READ_INTO(local->addr, sk, __sk_common.skc_rcv_saddr);
+	} else if (family == AF_INET6) {
+		BPF_CORE_READ_INTO(peer->addr, sk, __sk_common.skc_v6_daddr);
+		if (local)
+			BPF_CORE_READ_INTO(local->addr, sk, __sk_common.skc_v6_rcv_saddr);
+	} else {
+		peer->family = 0;
+		if (local)
+			local->family = 0;
+	}
+}
+
+static __always_inline __u64 next_open_id(struct scratch *s)
+{
+	/* per-CPU sequence tagged with the CPU: unique without a shared atomic */
+	s->open_seq += 1;
+	return (s->open_seq << 12) | (bpf_get_smp_processor_id() & 0xfff);
+}
+
+static __always_inline __u64 open_id_of(struct file *f)
+{
+	__u64 key = (__u64)f;
+	struct tracerd_open_file *o;
+
+	if (!f)
+		return 0;
+	o = bpf_map_lookup_elem(&open_files, &key);
+	/* a recycled struct file must not inherit the old path */
+	if (!o || o->ino != BPF_CORE_READ(f, f_inode, i_ino))
+		return 0;
+	return o->open_id;
+}
+
+static __always_inline int track_open(struct pt_regs *regs, long nr, long fd)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	__u32 zero = 0;
+	struct scratch *s;
+	struct file *f;
+	const char *path;
+	int dirfd = AT_FDCWD;
+	long n;
+
+	if (!is_target(tgid))
+		return 0;
+	s = bpf_map_lookup_elem(&scratch, &zero);
+	f = fd_file(fd);
+	if (!s || !f)
+		return 0;
+	if (nr == NR_openat || nr == NR_openat2) {
+		dirfd = (int)regs->di;
+		path = (const char *)regs->si;
+	} else {
+		path = (const char *)regs->di;
+	}
+	n = bpf_probe_read_user_str(s->open.path, sizeof(s->open.path), path);
+	if (n <= 0) {
+		count(TRACERD_CNT_PATH_UNREADABLE);
+		return 0;
+	}
+	s->open.path_len = n;
+	s->open.open_id = next_open_id(s);
+	s->open.dir_open_id = 0;
+	if (dirfd != AT_FDCWD && s->open.path[0] != '/')
+		s->open.dir_open_id = open_id_of(fd_file(dirfd));
+	s->open.ino = BPF_CORE_READ(f, f_inode, i_ino);
+	s->open.tgid = tgid;
+	__u64 key = (__u64)f;
+	bpf_map_update_elem(&open_files, &key, &s->open, BPF_ANY);
+	return 0;
+}
+
+/* Start watching a TCP connection that a target process connected or accepted. */
+static __always_inline int track_socket(long fd)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	struct tracerd_conn c = {};
+	struct file *f;
+	struct sock *sk;
+	__u64 key;
+
+	if (!is_target(tgid))
+		return 0;
+	f = fd_file(fd);
+	if (!f || !file_is_socket(f))
+		return 0;
+	sk = file_sock(f);
+	if (!sk || BPF_CORE_READ(sk, sk_type) != SOCK_STREAM)
+		return 0;
+	sock_endpoints(sk, &c.local, &c.peer);
+	if (!c.peer.family)
+		return 0;
+	c.last_ns = bpf_ktime_get_boot_ns();
+	c.pid = tgid;
+	bpf_get_current_comm(c.comm, sizeof(c.comm));
+	key = (__u64)sk;
+	bpf_map_update_elem(&conns, &key, &c, BPF_ANY);
+	return 0;
+}
+
+static __always_inline void read_sockaddr(struct tracerd_syscall_failure *e, const void *uaddr)
+{
+	__u16 family = 0;
+
+	bpf_probe_read_user(&family, sizeof(family), uaddr);
+	if (family == AF_INET) {
+		struct sockaddr_in sin = {};
+		bpf_probe_read_user(&sin, sizeof(sin), uaddr);
+		e->peer.family = AF_INET;
+		e->peer.port = bpf_ntohs(sin.sin_port);
+		__builtin_memcpy(e->peer.addr, &sin.sin_addr, 4);
+	} else if (family == AF_INET6) {
+		struct sockaddr_in6 sin6 = {};
+		bpf_probe_read_user(&sin6, sizeof(sin6), uaddr);
+		e->peer.family = AF_INET6;
+		e->peer.port = bpf_ntohs(sin6.sin6_port);
+		__builtin_memcpy(e->peer.addr, &sin6.sin6_addr, 16);
+	} else if (family == AF_UNIX) {
+		long n = bpf_probe_read_user_str(e->path, sizeof(e->path),
+						 (const char *)uaddr + 2);
+		e->path_len = n > 0 ? n : 0;
+	}
+}
+
+static __always_inline void describe_fd(struct tracerd_syscall_failure *e, int fd)
+{
+	struct file *f = fd_file(fd);
+
+	e->fd = fd;
+	if (!f)
+		return;
+	if (file_is_socket(f)) {
+		struct sock *sk = file_sock(f);
+		if (sk)
+			sock_endpoints(sk, NULL, &e->peer);
+		return;
+	}
+	e->open_id = open_id_of(f);
+}
+
+static __always_inline int record_failure(struct pt_regs *regs, long nr, long ret)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	struct tracerd_syscall_failure *e;
+	struct tracerd_syscall_arg *arg;
+	__u32 key = nr;
+	long n;
+
+	if (!is_target(tgid))
+		return 0;
+	if (nr == NR_connect && ret == -EINPROGRESS)
+		track_socket((int)regs->di);
+	e = reserve(sizeof(*e), TRACERD_CNT_RINGBUF_FULL_SYSCALL);
+	if (!e)
+		return 0;
+	fill_header(&e->h, TRACERD_EV_SYSCALL_FAILURE);
+	e->ret = ret;
+	e->syscall_nr = nr;
+	e->fd = -1;
+	e->open_id = 0;
+	e->path_len = 0;
+	__builtin_memset(&e->peer, 0, sizeof(e->peer));
+
+	arg = bpf_map_lookup_elem(&syscall_args, &key);
+	if (arg) {
+		switch (arg->kind) {
+		case TRACERD_ARG_PATH_AT: {
+			int dirfd = (int)regs->di;
+			if (dirfd != AT_FDCWD) {
+				e->fd = dirfd;
+				e->open_id = open_id_of(fd_file(dirfd));
+			}
+		}
+			/* fall through */
+		case TRACERD_ARG_PATH:
+			n = bpf_probe_read_user_str(e->path, sizeof(e->path),
+						    (const char *)syscall_arg(regs, arg->index));
+			if (n > 0)
+				e->path_len = n;
+			else
+				count(TRACERD_CNT_PATH_UNREADABLE);
+			break;
+		case TRACERD_ARG_FD:
+			describe_fd(e, (int)syscall_arg(regs, arg->index));
+			break;
+		case TRACERD_ARG_SOCKADDR:
+			e->fd = (int)regs->di;
+			read_sockaddr(e, (const void *)syscall_arg(regs, arg->index));
+			break;
+		}
+	}
+	submit(e);
+	return 0;
+}
+
+SEC("tp_btf/sys_exit")
+int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
+{
+	long nr;
+
+	if (ret >= 0) {
+		nr = regs->orig_ax;
+		if (nr == NR_openat || nr == NR_open || nr == NR_creat || nr == NR_openat2)
+			return track_open(regs, nr, ret);
+		if (nr == NR_accept || nr == NR_accept4 || nr == NR_connect)
+			return track_socket(nr == NR_connect ? (int)regs->di : ret);
+		return 0;
+	}
+	nr = regs->orig_ax;
+	if (nr < 0)
+		return 0;
+	return record_failure(regs, nr, ret);
+}
+
+SEC("uprobe")
+int function_hit(struct pt_regs *ctx)
+{
+	struct tracerd_function_hit *e;
+
+	if (!is_target(bpf_get_current_pid_tgid() >> 32))
+		return 0;
+	e = reserve(sizeof(*e), TRACERD_CNT_RINGBUF_FULL_FUNCTION);
+	if (!e)
+		return 0;
+	fill_header(&e->h, TRACERD_EV_FUNCTION);
+	e->function_id = bpf_get_attach_cookie(ctx);
+	submit(e);
+	return 0;
+}
+
+static __always_inline void emit_gap(struct tracerd_conn *c, __u64 now, __u32 ongoing)
+{
+	struct tracerd_network_gap *e = reserve(sizeof(*e), TRACERD_CNT_RINGBUF_FULL_GAP);
+
+	if (!e)
+		return;
+	e->h.ts_ns = c->last_ns;
+	e->h.pid = c->pid;
+	e->h.tid = c->pid;
+	e->h.kind = TRACERD_EV_NETWORK_GAP;
+	e->h.reserved = 0;
+	__builtin_memcpy(e->h.comm, c->comm, sizeof(e->h.comm));
+	e->gap_ns = now - c->last_ns;
+	e->packets = c->packets;
+	e->local = c->local;
+	e->peer = c->peer;
+	e->ongoing = ongoing;
+	e->reserved = 0;
+	submit(e);
+}
+
+SEC("tp_btf/tcp_probe")
+int BPF_PROG(on_tcp_probe, struct sock *sk, const struct sk_buff *skb)
+{
+	__u64 key = (__u64)sk;
+	__u64 now = bpf_ktime_get_boot_ns();
+	struct tracerd_conn *c = bpf_map_lookup_elem(&conns, &key);
+
+	if (!c) {
+		struct tracerd_conn fresh = {};
+		if (filter_targets)
+			return 0;
+		sock_endpoints(sk, &fresh.local, &fresh.peer);
+		fresh.last_ns = now;
+		fresh.packets = 1;
+		bpf_map_update_elem(&conns, &key, &fresh, BPF_NOEXIST);
+		return 0;
+	}
+	if (now - c->last_ns > gap_ns)
+		emit_gap(c, now, 0);
+	c->last_ns = now;
+	c->packets += 1;
+	return 0;
+}
+
+SEC("tp_btf/inet_sock_set_state")
+int BPF_PROG(on_sock_state, const struct sock *sk, const int oldstate, const int newstate)
+{
+	__u64 key = (__u64)sk;
+	struct tracerd_conn *c;
+
+	if (newstate != TCP_CLOSE)
+		return 0;
+	c = bpf_map_lookup_elem(&conns, &key);
+	if (!c)
+		return 0;
+	__u64 now = bpf_ktime_get_boot_ns();
+	/* a connection that dies silent never sees the packet that ends its gap */
+	if (now - c->last_ns > gap_ns)
+		emit_gap(c, now, 1);
+	bpf_map_delete_elem(&conns, &key);
+	return 0;
+}
+
+static __always_inline void sender_of(__u32 tgid, __u32 signal, struct tracerd_process_state_event *e)
+{
+	struct tracerd_signal_sender *s = bpf_map_lookup_elem(&last_signal, &tgid);
+
+	e->sender_pid = 0;
+	__builtin_memset(e->sender_comm, 0, sizeof(e->sender_comm));
+	if (!s || (signal && s->signal != signal))
+		return;
+	e->signal = s->signal;
+	e->sender_pid = s->pid;
+	__builtin_memcpy(e->sender_comm, s->comm, sizeof(e->sender_comm));
+}
+
+static __always_inline void end_pause(struct task_struct *next, __u64 now)
+{
+	__u32 tid = BPF_CORE_READ(next, pid);
+	struct tracerd_pause *p = bpf_map_lookup_elem(&pauses, &tid);
+	struct tracerd_process_state_event *e;
+
+	if (!p)
+		return;
+	if (now - p->start_ns >= pause_ns) {
+		e = reserve(sizeof(*e), TRACERD_CNT_RINGBUF_FULL_PROCESS);
+		if (e) {
+			e->h.ts_ns = p->start_ns;
+			e->h.pid = p->tgid;
+			e->h.tid = tid;
+			e->h.kind = TRACERD_EV_PROCESS_STATE;
+			e->h.reserved = 0;
+			__builtin_memcpy(e->h.comm, p->comm, sizeof(e->h.comm));
+			e->duration_ns = now - p->start_ns;
+			e->exit_code = 0;
+			e->state = TRACERD_PS_PAUSED;
+			e->cause = p->cause;
+			e->signal = 0;
+			e->core_dumped = 0;
+			if (p->cause == TRACERD_PAUSE_STOPPED)
+				sender_of(p->tgid, 0, e);
+			else
+				sender_of(0, 0xffffffff, e);
+			submit(e);
+		}
+	}
+	bpf_map_delete_elem(&pauses, &tid);
+	__sync_fetch_and_add(&pending_pauses, -1);
+}
+
+static __always_inline void begin_pause(struct task_struct *prev, unsigned int state, __u64 now)
+{
+	struct tracerd_pause p = {};
+	__u32 tid = BPF_CORE_READ(prev, pid);
+
+	p.tgid = BPF_CORE_READ(prev, tgid);
+	if (!is_target(p.tgid))
+		return;
+	if (state & (__TASK_STOPPED | __TASK_TRACED))
+		p.cause = TRACERD_PAUSE_STOPPED;
+	else if (state & TASK_FROZEN)
+		p.cause = TRACERD_PAUSE_FROZEN;
+	else
+		p.cause = TRACERD_PAUSE_UNINTERRUPTIBLE;
+	/* a stopped or frozen process is one pause, recorded on its leader */
+	if (p.cause != TRACERD_PAUSE_UNINTERRUPTIBLE && tid != p.tgid)
+		return;
+	p.start_ns = now;
+	BPF_CORE_READ_STR_INTO(&p.comm, prev, comm);
+	if (bpf_map_update_elem(&pauses, &tid, &p, BPF_NOEXIST) == 0)
+		__sync_fetch_and_add(&pending_pauses, 1);
+	else
+		count(TRACERD_CNT_PAUSES_FULL);
+}
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
+	     unsigned int prev_state)
+{
+	__u64 now = 0;
+
+	if (pending_pauses) {
+		now = bpf_ktime_get_boot_ns();
+		end_pause(next, now);
+	}
+	if ((prev_state & (TASK_UNINTERRUPTIBLE | __TASK_STOPPED | __TASK_TRACED | TASK_FROZEN)) &&
+	    !(prev_state & TASK_NOLOAD)) {
+		if (!now)
+			now = bpf_ktime_get_boot_ns();
+		begin_pause(prev, prev_state, now);
+	}
+	return 0;
+}
+
+SEC("tp_btf/signal_generate")
+int BPF_PROG(on_signal_generate, int sig, struct kernel_siginfo *info, struct task_struct *task,
+	     int type, int result)
+{
+	struct tracerd_signal_sender s = {};
+	__u32 tgid;
+	bool from_user;
+
+	/* signals whose default action terminates or stops the process */
+	const __u64 interesting = (1ULL << 1) | (1ULL << 2) | (1ULL << 3) | (1ULL << 4) |
+				  (1ULL << 5) | (1ULL << 6) | (1ULL << 7) | (1ULL << 8) |
+				  (1ULL << 9) | (1ULL << 10) | (1ULL << 11) | (1ULL << 12) |
+				  (1ULL << 13) | (1ULL << 14) | (1ULL << 15) | (1ULL << 19) |
+				  (1ULL << 20) | (1ULL << 21) | (1ULL << 22) | (1ULL << 24) |
+				  (1ULL << 25) | (1ULL << 31);
+	if (sig <= 0 || sig >= 64 || !(interesting & (1ULL << sig)))
+		return 0;
+	tgid = BPF_CORE_READ(task, tgid);
+	if (!is_target(tgid))
+		return 0;
+	/* SEND_SIG_NOINFO (0) is a user send, SEND_SIG_PRIV (1) the kernel's */
+	if ((unsigned long)info == 0)
+		from_user = true;
+	else if ((unsigned long)info == 1)
+		from_user = false;
+	else
+		from_user = BPF_CORE_READ(info, si_code) <= 0;
+	s.signal = sig;
+	if (from_user) {
+		s.pid = bpf_get_current_pid_tgid() >> 32;
+		bpf_get_current_comm(s.comm, sizeof(s.comm));
+	}
+	bpf_map_update_elem(&last_signal, &tgid, &s, BPF_ANY);
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(on_process_exit, struct task_struct *p, bool group_dead)
+{
+	struct tracerd_process_state_event *e;
+	__u32 tgid;
+	int code;
+
+	if (!group_dead)
+		return 0;
+	tgid = BPF_CORE_READ(p, tgid);
+	if (!is_target(tgid))
+		return 0;
+	code = BPF_CORE_READ(p, exit_code);
+	e = reserve(sizeof(*e), TRACERD_CNT_RINGBUF_FULL_PROCESS);
+	if (e) {
+		fill_header(&e->h, TRACERD_EV_PROCESS_STATE);
+		e->duration_ns = 0;
+		e->cause = 0;
+		e->core_dumped = (code & 0x80) != 0;
+		if (code & 0x7f) {
+			e->state = TRACERD_PS_KILLED;
+			e->exit_code = 0;
+			e->signal = code & 0x7f;
+			sender_of(tgid, code & 0x7f, e);
+		} else {
+			e->state = TRACERD_PS_EXITED;
+			e->exit_code = (code >> 8) & 0xff;
+			e->signal = 0;
+			e->sender_pid = 0;
+			__builtin_memset(e->sender_comm, 0, sizeof(e->sender_comm));
+		}
+		submit(e);
+	}
+	bpf_map_delete_elem(&last_signal, &tgid);
+	if (filter_targets)
+		bpf_map_delete_elem(&targets, &tgid);
+	return 0;
+}
+
+static __always_inline void emit_start(__u32 pid, __u32 ppid, __u32 is_exec)
+{
+	struct tracerd_process_start *e = reserve(sizeof(*e), TRACERD_CNT_RINGBUF_FULL_START);
+
+	if (!e)
+		return;
+	fill_header(&e->h, TRACERD_EV_PROCESS_START);
+	e->h.pid = pid;
+	e->h.tid = pid;
+	e->ppid = ppid;
+	e->is_exec = is_exec;
+	submit(e);
+}
+
+static __always_inline void add_target(__u32 tgid)
+{
+	__u8 one = 1;
+	if (bpf_map_update_elem(&targets, &tgid, &one, BPF_ANY))
+		count(TRACERD_CNT_TARGETS_FULL);
+}
+
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(on_process_fork, struct task_struct *parent, struct task_struct *child)
+{
+	__u32 ptgid = BPF_CORE_READ(parent, tgid);
+	__u32 cpid = BPF_CORE_READ(child, pid);
+
+	if (cpid != BPF_CORE_READ(child, tgid))
+		return 0; /* a new thread, not a new process */
+	if (!is_target(ptgid))
+		return 0;
+	if (filter_targets)
+		add_target(cpid);
+	emit_start(cpid, ptgid, 0);
+	return 0;
+}
+
+static __always_inline bool exec_matches(struct task_struct *p, struct linux_binprm *bprm)
+{
+	char comm[TRACERD_COMM_LEN] = {};
+	struct tracerd_exe_key exe = {};
+	__u32 zero = 0;
+	struct scratch *s;
+	struct inode *inode;
+	const char *unit;
+
+	bpf_get_current_comm(comm, sizeof(comm));
+	if (bpf_map_lookup_elem(&target_comms, comm))
+		return true;
+	inode = BPF_CORE_READ(bprm, file, f_inode);
+	exe.ino = BPF_CORE_READ(inode, i_ino);
+	exe.dev = BPF_CORE_READ(inode, i_sb, s_dev);
+	if (bpf_map_lookup_elem(&target_exes, &exe))
+		return true;
+	s = bpf_map_lookup_elem(&scratch, &zero);
+	if (!s)
+		return false;
+	__builtin_memset(s->unit, 0, sizeof(s->unit));
+	unit = BPF_CORE_READ(p, cgroups, dfl_cgrp, kn, name);
+	bpf_probe_read_kernel_str(s->unit, sizeof(s->unit), unit);
+	return bpf_map_lookup_elem(&target_units, s->unit) != NULL;
+}
+
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(on_process_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
+{
+	__u32 tgid = BPF_CORE_READ(p, tgid);
+
+	if (!is_target(tgid)) {
+		if (!filter_targets || !exec_matches(p, bprm))
+			return 0;
+		add_target(tgid);
+	}
+	emit_start(tgid, BPF_CORE_READ(p, real_parent, tgid), 1);
+	return 0;
+}

@@ -1,0 +1,141 @@
+//! Taking a dump of a live engine: gathers the window, the intervals still open (silent
+//! connections, paused threads), the host description, the process and open-file tables and
+//! every loss counter, and hands them to the dump writer.
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+
+use crate::config::Config;
+use crate::dump::{write_dump, ClockPair, Counters, DumpContents, DumpMeta, Interface, FORMAT_VERSION};
+use crate::engine::Engine;
+use crate::record::{Payload, Record};
+use crate::recorder::{comm_bytes, Recorder};
+
+/// Gaps and pauses that have lasted past their threshold and are still going on.
+fn ongoing_records(engine: &Engine, rec: &mut Recorder, config: &Config, now_boot: u64) -> Result<Vec<Record>> {
+    let mut out = Vec::new();
+    let gap_ns = config.gap_ms * 1_000_000;
+    for c in engine.connections()? {
+        if now_boot.saturating_sub(c.last_ns) <= gap_ns {
+            continue;
+        }
+        let endpoints = rec.endpoints_blob(&c.local, &c.peer);
+        out.push(Record {
+            ts_ns: c.last_ns,
+            pid: c.pid,
+            tid: c.pid,
+            comm: comm_bytes(&c.comm),
+            payload: Payload::NetworkGap { gap_ns: now_boot - c.last_ns, packets: c.packets, endpoints, ongoing: true },
+        });
+    }
+    let pause_ns = config.pause_ms * 1_000_000;
+    for (tid, p) in engine.pauses()? {
+        if now_boot.saturating_sub(p.start_ns) < pause_ns {
+            continue;
+        }
+        out.push(Record {
+            ts_ns: p.start_ns,
+            pid: p.tgid,
+            tid,
+            comm: comm_bytes(&p.comm),
+            payload: Payload::ProcessState {
+                state: 1,
+                cause: p.cause as u8,
+                signal: 0,
+                core_dumped: false,
+                ongoing: true,
+                exit_code: 0,
+                sender_pid: 0,
+                duration_ns: now_boot - p.start_ns,
+                sender_comm: Default::default(),
+            },
+        });
+    }
+    Ok(out)
+}
+
+fn interfaces() -> Vec<Interface> {
+    let mut out: Vec<Interface> = Vec::new();
+    let Ok(addrs) = nix::ifaddrs::getifaddrs() else { return out };
+    for a in addrs {
+        let Some(addr) = a.address else { continue };
+        let text = if let Some(v4) = addr.as_sockaddr_in() {
+            v4.ip().to_string()
+        } else if let Some(v6) = addr.as_sockaddr_in6() {
+            v6.ip().to_string()
+        } else {
+            continue;
+        };
+        match out.iter_mut().find(|i| i.name == a.interface_name) {
+            Some(i) => i.addresses.push(text),
+            None => out.push(Interface { name: a.interface_name.clone(), addresses: vec![text] }),
+        }
+    }
+    out
+}
+
+fn host_meta() -> (String, String, String) {
+    let host = nix::unistd::gethostname().map(|h| h.to_string_lossy().into_owned()).unwrap_or_default();
+    let boot_id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default().trim().to_string();
+    let kernel = nix::sys::utsname::uname()
+        .map(|u| format!("{} {} {}", u.release().to_string_lossy(), u.version().to_string_lossy(), u.machine().to_string_lossy()))
+        .unwrap_or_default();
+    (host, boot_id, kernel)
+}
+
+/// A file name that sorts by time and does not collide within one daemon.
+pub fn dump_file_name(host: &str, realtime_ns: u64, seq: u64) -> String {
+    let secs = std::time::UNIX_EPOCH + std::time::Duration::from_nanos(realtime_ns);
+    let stamp = humantime::format_rfc3339_seconds(secs).to_string().replace([':', '-'], "");
+    let host: String = host.chars().map(|c| if c.is_ascii_alphanumeric() || c == '.' { c } else { '_' }).collect();
+    format!("tracerd-{host}-{stamp}-{}-{seq}.tdump", std::process::id())
+}
+
+/// Writes the current window of `engine`/`rec` into `dir`; returns the file's path.
+pub fn take_dump(engine: &Engine, rec: &mut Recorder, config: &Config, dir: &Path, seq: u64) -> Result<PathBuf> {
+    let clock = ClockPair::now();
+    let ongoing = ongoing_records(engine, rec, config, clock.boottime_ns)?;
+    let open_files: Vec<_> = engine.open_files()?.into_values().collect();
+    let known_opens: std::collections::HashSet<u64> = open_files.iter().map(|o| o.open_id).collect();
+    let (host, boot_id, kernel) = host_meta();
+    let mut counters = Counters {
+        kernel: engine.kernel_counters()?,
+        recorder: rec.counters(),
+        uprobe_attach_failed: engine.uprobe_attach_failed(),
+        ..Counters::default()
+    };
+    let blobs = rec.blobs.live_bytes();
+    let records: Vec<&Record> = rec.ring.iter().chain(ongoing.iter()).collect();
+    for r in &records {
+        let (blob, open_id) = match r.payload {
+            Payload::SyscallFailure { blob, open_id, .. } => (blob, open_id),
+            Payload::NetworkGap { endpoints, .. } => (endpoints, 0),
+            Payload::ProcessState { sender_comm, .. } => (sender_comm, 0),
+            Payload::Function { .. } => (Default::default(), 0),
+        };
+        if !blob.is_none() && rec.blobs.get(blob).is_none() {
+            counters.blobs_lost += 1;
+        }
+        if open_id != 0 && !known_opens.contains(&open_id) {
+            counters.open_files_unresolved += 1;
+        }
+    }
+    let meta = DumpMeta {
+        format: "tracerd-dump".into(),
+        version: FORMAT_VERSION,
+        tracerd_version: env!("CARGO_PKG_VERSION").into(),
+        host: host.clone(),
+        boot_id,
+        kernel,
+        clock,
+        interfaces: interfaces(),
+        config: serde_json::to_value(config)?,
+        counters,
+        functions: engine.functions().to_vec(),
+        processes: rec.procs.snapshot(),
+        open_files,
+        event_count: records.len() as u64,
+    };
+    let name = dump_file_name(&host, clock.realtime_ns, seq);
+    write_dump(dir, &name, &DumpContents { meta, records, blobs })
+}

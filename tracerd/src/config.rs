@@ -1,0 +1,213 @@
+//! The daemon's configuration: the TOML file, its defaults, and validation that turns
+//! every mistake into one line naming the setting.
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+pub const DEFAULT_CONFIG: &str = "/etc/tracerd/tracerd.toml";
+
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// Where dumps are written.
+    pub dump_dir: PathBuf,
+    /// Unix socket that `tracerd dump` talks to.
+    pub control_socket: PathBuf,
+    /// Events kept in memory (the window).
+    pub ring_events: usize,
+    /// Bytes kept for paths and addresses of the events in the window.
+    pub blob_bytes: usize,
+    /// A TCP connection silent for longer than this is a network gap.
+    pub gap_ms: u64,
+    /// A process stopped or in uninterruptible sleep for longer than this is a pause.
+    pub pause_ms: u64,
+    /// Targets: processes matching any of these, and their descendants. None = every process.
+    pub target_comm: Vec<String>,
+    pub target_exe: Vec<PathBuf>,
+    pub target_pid: Vec<u32>,
+    /// systemd units (the name of the process's cgroup, e.g. "redis-server.service").
+    pub target_unit: Vec<String>,
+    /// Uprobes, each "BINARY:SYMBOL".
+    pub uprobe: Vec<String>,
+    /// A file of "BINARY:SYMBOL" lines (as written by `reproducer profile`).
+    pub functions: Option<PathBuf>,
+    /// Size of the kernel-to-daemon buffer, bytes (a power of two).
+    pub kernel_buffer_bytes: u32,
+    /// Entries of the kernel's open-file table (fd -> path).
+    pub open_files: u32,
+    /// TCP connections watched for gaps.
+    pub connections: u32,
+    /// Processes remembered for the dump's process table.
+    pub processes: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            dump_dir: PathBuf::from("/var/lib/tracerd"),
+            control_socket: PathBuf::from("/run/tracerd/control.sock"),
+            ring_events: 1_000_000,
+            blob_bytes: 16 << 20,
+            gap_ms: 5000,
+            pause_ms: 3000,
+            target_comm: Vec::new(),
+            target_exe: Vec::new(),
+            target_pid: Vec::new(),
+            target_unit: Vec::new(),
+            uprobe: Vec::new(),
+            functions: None,
+            kernel_buffer_bytes: 8 << 20,
+            open_files: 32768,
+            connections: 65536,
+            processes: 16384,
+        }
+    }
+}
+
+/// A configuration mistake, phrased for the operator.
+#[derive(Debug)]
+pub struct ConfigError(pub String);
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// One uprobe target.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FunctionSpec {
+    pub binary: PathBuf,
+    pub symbol: String,
+}
+
+impl FunctionSpec {
+    pub fn parse(spec: &str, origin: &str) -> Result<Self, ConfigError> {
+        let (binary, symbol) = spec
+            .rsplit_once(':')
+            .filter(|(b, s)| !b.is_empty() && !s.is_empty())
+            .ok_or_else(|| ConfigError(format!("{origin}: '{spec}' is not BINARY:SYMBOL")))?;
+        Ok(FunctionSpec { binary: PathBuf::from(binary), symbol: symbol.to_string() })
+    }
+}
+
+impl Config {
+    /// Reads `path`. A missing default file is fine (defaults apply); a missing explicit one is not.
+    pub fn load(path: Option<&Path>) -> Result<Config, ConfigError> {
+        let (path, explicit) = match path {
+            Some(p) => (p.to_path_buf(), true),
+            None => (PathBuf::from(DEFAULT_CONFIG), false),
+        };
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if !explicit && e.kind() == std::io::ErrorKind::NotFound => return Ok(Config::default()),
+            Err(e) => return Err(ConfigError(format!("config {}: {e}", path.display()))),
+        };
+        Self::parse(&text, &path.display().to_string())
+    }
+
+    pub fn parse(text: &str, origin: &str) -> Result<Config, ConfigError> {
+        let config: Config = toml::from_str(text).map_err(|e| {
+            let msg = e.message().replace('\n', " ");
+            let line = e.span().map(|s| text[..s.start.min(text.len())].lines().count().max(1));
+            match line {
+                Some(l) => ConfigError(format!("config {origin}, line {l}: {msg}")),
+                None => ConfigError(format!("config {origin}: {msg}")),
+            }
+        })?;
+        config.validate(origin)?;
+        Ok(config)
+    }
+
+    pub fn validate(&self, origin: &str) -> Result<(), ConfigError> {
+        let bad = |field: &str, why: &str| Err(ConfigError(format!("config {origin}: {field} {why}")));
+        if self.ring_events == 0 || self.ring_events > 100_000_000 {
+            return bad("ring_events", "must be between 1 and 100000000");
+        }
+        if self.blob_bytes < 4096 || self.blob_bytes > 1 << 30 {
+            return bad("blob_bytes", "must be between 4096 and 1073741824");
+        }
+        if self.gap_ms == 0 || self.pause_ms == 0 {
+            return bad("gap_ms/pause_ms", "must be positive");
+        }
+        if !self.kernel_buffer_bytes.is_power_of_two() || self.kernel_buffer_bytes < 1 << 16 {
+            return bad("kernel_buffer_bytes", "must be a power of two of at least 65536");
+        }
+        if self.open_files == 0 || self.connections == 0 || self.processes == 0 {
+            return bad("open_files/connections/processes", "must be positive");
+        }
+        for comm in &self.target_comm {
+            if comm.is_empty() || comm.len() > 15 {
+                return bad("target_comm", &format!("'{comm}' must be 1 to 15 bytes (the kernel's comm length)"));
+            }
+        }
+        for unit in &self.target_unit {
+            if unit.is_empty() || unit.len() > 63 || unit.contains('/') {
+                return bad("target_unit", &format!("'{unit}' must be a unit name like redis.service"));
+            }
+        }
+        if self.target_comm.len() > 64 || self.target_exe.len() > 64 || self.target_unit.len() > 64 {
+            return bad("target_*", "lists hold at most 64 entries each");
+        }
+        for spec in &self.uprobe {
+            FunctionSpec::parse(spec, &format!("config {origin}: uprobe"))?;
+        }
+        Ok(())
+    }
+
+    pub fn has_targets(&self) -> bool {
+        !(self.target_comm.is_empty()
+            && self.target_exe.is_empty()
+            && self.target_pid.is_empty()
+            && self.target_unit.is_empty())
+    }
+
+    /// Every uprobe to attach: `uprobe` entries, then the lines of `functions`.
+    pub fn function_specs(&self) -> Result<Vec<FunctionSpec>, ConfigError> {
+        let mut specs = Vec::new();
+        for spec in &self.uprobe {
+            specs.push(FunctionSpec::parse(spec, "uprobe")?);
+        }
+        if let Some(path) = &self.functions {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| ConfigError(format!("functions file {}: {e}", path.display())))?;
+            for (i, line) in text.lines().enumerate() {
+                let line = line.trim();
+                if line.is_empty() || line.starts_with('#') {
+                    continue;
+                }
+                let origin = format!("functions file {}, line {}", path.display(), i + 1);
+                specs.push(FunctionSpec::parse(line, &origin)?);
+            }
+        }
+        Ok(specs)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_and_overrides() {
+        let c = Config::parse("ring_events = 10\ntarget_comm = [\"redis-server\"]\n", "t").unwrap();
+        assert_eq!(c.ring_events, 10);
+        assert_eq!(c.gap_ms, 5000);
+        assert!(c.has_targets());
+    }
+
+    #[test]
+    fn errors_name_the_line_and_field() {
+        let e = Config::parse("gap_ms = 5\nbogus = 1\n", "f.toml").unwrap_err().to_string();
+        assert!(e.contains("f.toml") && e.contains("line 2") && e.contains("bogus"), "{e}");
+        let e = Config::parse("ring_events = 0\n", "f.toml").unwrap_err().to_string();
+        assert!(e.contains("ring_events"), "{e}");
+        let e = Config::parse("gap_ms = \"x\"\n", "f.toml").unwrap_err().to_string();
+        assert!(e.contains("line 1"), "{e}");
+        let e = Config::parse("uprobe = [\"nocolon\"]\n", "f.toml").unwrap_err().to_string();
+        assert!(e.contains("BINARY:SYMBOL"), "{e}");
+    }
+}

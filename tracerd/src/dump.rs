@@ -1,0 +1,577 @@
+//! The dump file: its format (version 1, documented in README.md "Dump format"), the one
+//! writer (atomic: hidden temp name, fsync, rename, fsync of the directory; mode 0600) and
+//! the one reader, which also resolves raw records into `Event`s.
+//!
+//! Layout: 8 bytes magic "TRCRDUMP", u32 LE format version, u32 LE reserved (0), then one
+//! zstd frame (with checksum) holding sections `tag u32 LE, length u64 LE, payload`:
+//! 1 = meta (JSON, `DumpMeta`), 2 = blobs (u64 LE base offset + bytes), 3 = events (u32 LE
+//! record size = 64, u64 LE count, records), 0xFFFF_FFFF = end (length 0). Readers skip
+//! unknown tags; a file without the end section is truncated.
+use std::collections::HashMap;
+use std::fs::{File, OpenOptions};
+use std::io::{BufReader, BufWriter, Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+
+use crate::config::FunctionSpec;
+use crate::engine::{KernelCounters, OpenFile};
+use crate::procs::ProcInfo;
+use crate::record::{BlobRef, BlobWindow, Payload, Record};
+use crate::recorder::{RecorderCounters, ENCODED_ADDR_LEN};
+use crate::syscalls::{errno_name, signal_name, syscall_name};
+
+pub const MAGIC: &[u8; 8] = b"TRCRDUMP";
+pub const FORMAT_VERSION: u32 = 1;
+pub const RECORD_SIZE: usize = 64;
+const SECTION_META: u32 = 1;
+const SECTION_BLOBS: u32 = 2;
+const SECTION_EVENTS: u32 = 3;
+const SECTION_END: u32 = 0xFFFF_FFFF;
+/// Largest section the reader accepts; guards allocations against a corrupt length.
+const MAX_SECTION: u64 = 8 << 30;
+
+const KIND_SYSCALL: u8 = 1;
+const KIND_FUNCTION: u8 = 2;
+const KIND_GAP: u8 = 3;
+const KIND_PROCESS: u8 = 4;
+const FLAG_ONGOING: u8 = 1;
+const FLAG_CORE: u8 = 2;
+
+/// Simultaneous readings of three clocks, to map event times (CLOCK_BOOTTIME) to wall time.
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ClockPair {
+    pub boottime_ns: u64,
+    pub monotonic_ns: u64,
+    pub realtime_ns: u64,
+}
+
+impl ClockPair {
+    pub fn now() -> ClockPair {
+        use nix::time::{clock_gettime, ClockId};
+        let ns = |c| clock_gettime(c).map(|t| t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64).unwrap_or(0);
+        let b1 = ns(ClockId::CLOCK_BOOTTIME);
+        let monotonic_ns = ns(ClockId::CLOCK_MONOTONIC);
+        let realtime_ns = ns(ClockId::CLOCK_REALTIME);
+        let b2 = ns(ClockId::CLOCK_BOOTTIME);
+        ClockPair { boottime_ns: b1 + (b2 - b1) / 2, monotonic_ns, realtime_ns }
+    }
+
+    /// Wall-clock time of a CLOCK_BOOTTIME timestamp.
+    pub fn realtime_of(&self, boot_ns: u64) -> u64 {
+        (self.realtime_ns as i128 + boot_ns as i128 - self.boottime_ns as i128).max(0) as u64
+    }
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Interface {
+    pub name: String,
+    pub addresses: Vec<String>,
+}
+
+/// Everything that was lost, and where.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Counters {
+    pub kernel: KernelCounters,
+    pub recorder: RecorderCounters,
+    pub uprobe_attach_failed: u64,
+    /// events in the window whose path or address had been overwritten in the blob arena
+    pub blobs_lost: u64,
+    /// fd events whose open had left the kernel's open-file table before the dump
+    pub open_files_unresolved: u64,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct DumpMeta {
+    pub format: String,
+    pub version: u32,
+    pub tracerd_version: String,
+    pub host: String,
+    pub boot_id: String,
+    pub kernel: String,
+    pub clock: ClockPair,
+    pub interfaces: Vec<Interface>,
+    /// the effective configuration (kept as JSON so that old dumps stay readable)
+    pub config: serde_json::Value,
+    pub counters: Counters,
+    pub functions: Vec<FunctionSpec>,
+    pub processes: Vec<ProcInfo>,
+    pub open_files: Vec<OpenFile>,
+    pub event_count: u64,
+}
+
+/// A dump as read back.
+pub struct Dump {
+    pub meta: DumpMeta,
+    pub records: Vec<Record>,
+    pub blobs: BlobWindow,
+}
+
+/// What the writer needs; `records` are written in the order given.
+pub struct DumpContents<'a> {
+    pub meta: DumpMeta,
+    pub records: Vec<&'a Record>,
+    pub blobs: (u64, Vec<u8>),
+}
+
+fn encode_record(r: &Record, out: &mut [u8; RECORD_SIZE]) {
+    out.fill(0);
+    out[0..8].copy_from_slice(&r.ts_ns.to_le_bytes());
+    out[8..12].copy_from_slice(&r.pid.to_le_bytes());
+    out[12..16].copy_from_slice(&r.tid.to_le_bytes());
+    out[16..32].copy_from_slice(&r.comm);
+    match r.payload {
+        Payload::SyscallFailure { nr, ret, fd, open_id, blob } => {
+            out[32] = KIND_SYSCALL;
+            out[34..36].copy_from_slice(&nr.to_le_bytes());
+            out[36..40].copy_from_slice(&ret.to_le_bytes());
+            out[40..44].copy_from_slice(&fd.to_le_bytes());
+            out[48..56].copy_from_slice(&open_id.to_le_bytes());
+            out[56..64].copy_from_slice(&blob.raw().to_le_bytes());
+        }
+        Payload::Function { function_id } => {
+            out[32] = KIND_FUNCTION;
+            out[48..56].copy_from_slice(&function_id.to_le_bytes());
+        }
+        Payload::NetworkGap { gap_ns, packets, endpoints, ongoing } => {
+            out[32] = KIND_GAP;
+            out[33] = if ongoing { FLAG_ONGOING } else { 0 };
+            out[40..48].copy_from_slice(&gap_ns.to_le_bytes());
+            out[48..56].copy_from_slice(&packets.to_le_bytes());
+            out[56..64].copy_from_slice(&endpoints.raw().to_le_bytes());
+        }
+        Payload::ProcessState { state, cause, signal, core_dumped, ongoing, exit_code, sender_pid, duration_ns, sender_comm } => {
+            out[32] = KIND_PROCESS;
+            out[33] = (if ongoing { FLAG_ONGOING } else { 0 }) | (if core_dumped { FLAG_CORE } else { 0 });
+            out[34] = state;
+            out[35] = cause;
+            out[36..40].copy_from_slice(&exit_code.to_le_bytes());
+            out[40..48].copy_from_slice(&duration_ns.to_le_bytes());
+            out[48..52].copy_from_slice(&sender_pid.to_le_bytes());
+            out[52] = signal;
+            out[56..64].copy_from_slice(&sender_comm.raw().to_le_bytes());
+        }
+    }
+}
+
+fn le_u64(b: &[u8]) -> u64 {
+    u64::from_le_bytes(b.try_into().unwrap_or([0; 8]))
+}
+fn le_u32(b: &[u8]) -> u32 {
+    u32::from_le_bytes(b.try_into().unwrap_or([0; 4]))
+}
+
+fn decode_record(b: &[u8]) -> Option<Record> {
+    let mut comm = [0u8; 16];
+    comm.copy_from_slice(&b[16..32]);
+    let ongoing = b[33] & FLAG_ONGOING != 0;
+    let payload = match b[32] {
+        KIND_SYSCALL => Payload::SyscallFailure {
+            nr: u16::from_le_bytes([b[34], b[35]]),
+            ret: le_u32(&b[36..40]) as i32,
+            fd: le_u32(&b[40..44]) as i32,
+            open_id: le_u64(&b[48..56]),
+            blob: BlobRef::from_raw(le_u64(&b[56..64])),
+        },
+        KIND_FUNCTION => Payload::Function { function_id: le_u64(&b[48..56]) },
+        KIND_GAP => Payload::NetworkGap {
+            gap_ns: le_u64(&b[40..48]),
+            packets: le_u64(&b[48..56]),
+            endpoints: BlobRef::from_raw(le_u64(&b[56..64])),
+            ongoing,
+        },
+        KIND_PROCESS => Payload::ProcessState {
+            state: b[34],
+            cause: b[35],
+            exit_code: le_u32(&b[36..40]) as i32,
+            duration_ns: le_u64(&b[40..48]),
+            sender_pid: le_u32(&b[48..52]),
+            signal: b[52],
+            core_dumped: b[33] & FLAG_CORE != 0,
+            ongoing,
+            sender_comm: BlobRef::from_raw(le_u64(&b[56..64])),
+        },
+        _ => return None,
+    };
+    Some(Record { ts_ns: le_u64(&b[0..8]), pid: le_u32(&b[8..12]), tid: le_u32(&b[12..16]), comm, payload })
+}
+
+fn write_section(w: &mut impl Write, tag: u32, payload: &[u8]) -> std::io::Result<()> {
+    w.write_all(&tag.to_le_bytes())?;
+    w.write_all(&(payload.len() as u64).to_le_bytes())?;
+    w.write_all(payload)
+}
+
+fn write_body(w: impl Write, contents: &DumpContents<'_>) -> Result<()> {
+    let mut z = zstd::Encoder::new(w, 3)?;
+    z.include_checksum(true)?;
+    write_section(&mut z, SECTION_META, &serde_json::to_vec(&contents.meta)?)?;
+    let (base, bytes) = &contents.blobs;
+    let mut blob_section = Vec::with_capacity(8 + bytes.len());
+    blob_section.extend_from_slice(&base.to_le_bytes());
+    blob_section.extend_from_slice(bytes);
+    write_section(&mut z, SECTION_BLOBS, &blob_section)?;
+    let count = contents.records.len() as u64;
+    z.write_all(&SECTION_EVENTS.to_le_bytes())?;
+    z.write_all(&(12 + count * RECORD_SIZE as u64).to_le_bytes())?;
+    z.write_all(&(RECORD_SIZE as u32).to_le_bytes())?;
+    z.write_all(&count.to_le_bytes())?;
+    let mut buf = [0u8; RECORD_SIZE];
+    for r in &contents.records {
+        encode_record(r, &mut buf);
+        z.write_all(&buf)?;
+    }
+    write_section(&mut z, SECTION_END, &[])?;
+    z.finish()?.flush()?;
+    Ok(())
+}
+
+/// Writes `contents` as `dir/name` atomically and returns the final path.
+pub fn write_dump(dir: &Path, name: &str, contents: &DumpContents<'_>) -> Result<PathBuf> {
+    let final_path = dir.join(name);
+    let temp_path = dir.join(format!(".{name}.tmp"));
+    let file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&temp_path)
+        .with_context(|| format!("creating {}", temp_path.display()))?;
+    let result = (|| -> Result<()> {
+        let mut w = BufWriter::with_capacity(1 << 20, &file);
+        w.write_all(MAGIC)?;
+        w.write_all(&FORMAT_VERSION.to_le_bytes())?;
+        w.write_all(&0u32.to_le_bytes())?;
+        write_body(&mut w, contents)?;
+        w.flush()?;
+        drop(w);
+        file.sync_all()?;
+        std::fs::rename(&temp_path, &final_path)?;
+        File::open(dir)?.sync_all()?;
+        Ok(())
+    })();
+    if let Err(e) = result {
+        let _ = std::fs::remove_file(&temp_path);
+        return Err(e.context(format!("writing {}", final_path.display())));
+    }
+    Ok(final_path)
+}
+
+fn read_exact_or(r: &mut impl Read, buf: &mut [u8], what: &str) -> Result<()> {
+    r.read_exact(buf).with_context(|| format!("truncated or corrupt ({what})"))
+}
+
+impl Dump {
+    /// Reads and validates a dump file.
+    pub fn read(path: &Path) -> Result<Dump> {
+        Self::read_inner(path).with_context(|| format!("dump {}", path.display()))
+    }
+
+    fn read_inner(path: &Path) -> Result<Dump> {
+        let file = File::open(path)?;
+        let mut r = BufReader::new(file);
+        let mut head = [0u8; 16];
+        r.read_exact(&mut head).map_err(|_| anyhow::anyhow!("not a tracerd dump (file too short)"))?;
+        if &head[..8] != MAGIC {
+            bail!("not a tracerd dump (bad magic)");
+        }
+        let version = le_u32(&head[8..12]);
+        if version != FORMAT_VERSION {
+            bail!("dump format version {version} is not supported (this reader knows version {FORMAT_VERSION})");
+        }
+        let mut z = zstd::Decoder::new(r)?;
+        let mut meta: Option<DumpMeta> = None;
+        let mut blobs = BlobWindow { base: 0, bytes: Vec::new() };
+        let mut records = Vec::new();
+        loop {
+            let mut sh = [0u8; 12];
+            read_exact_or(&mut z, &mut sh, "section header; the end marker is missing")?;
+            let (tag, len) = (le_u32(&sh[..4]), le_u64(&sh[4..]));
+            if tag == SECTION_END {
+                break;
+            }
+            if len > MAX_SECTION {
+                bail!("corrupt: section {tag} claims {len} bytes");
+            }
+            let mut payload = vec![0u8; len as usize];
+            read_exact_or(&mut z, &mut payload, "section payload")?;
+            match tag {
+                SECTION_META => meta = Some(serde_json::from_slice(&payload).context("corrupt meta section")?),
+                SECTION_BLOBS => {
+                    if payload.len() < 8 {
+                        bail!("corrupt blob section");
+                    }
+                    blobs = BlobWindow { base: le_u64(&payload[..8]), bytes: payload[8..].to_vec() };
+                }
+                SECTION_EVENTS => records = decode_events(&payload)?,
+                _ => {}
+            }
+        }
+        let meta = meta.context("corrupt: no meta section")?;
+        Ok(Dump { meta, records, blobs })
+    }
+
+    /// Every event, resolved and ordered by time.
+    pub fn events(&self) -> Vec<Event> {
+        let resolver = Resolver::new(self);
+        let mut events: Vec<Event> = self.records.iter().map(|r| resolver.event(r)).collect();
+        events.sort_by_key(|e| e.ts_ns);
+        events
+    }
+}
+
+fn decode_events(payload: &[u8]) -> Result<Vec<Record>> {
+    if payload.len() < 12 {
+        bail!("corrupt events section");
+    }
+    let size = le_u32(&payload[..4]) as usize;
+    let count = le_u64(&payload[4..12]) as usize;
+    if size != RECORD_SIZE || payload.len() != 12 + count.saturating_mul(size) {
+        bail!("corrupt events section (record size {size}, count {count})");
+    }
+    payload[12..]
+        .chunks_exact(size)
+        .enumerate()
+        .map(|(i, b)| decode_record(b).with_context(|| format!("corrupt event record {i}")))
+        .collect()
+}
+
+/// A resolved event: the schema of `tracerd inspect --json`. Values that do not apply or
+/// are unknown are None (null in JSON), never absent.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Event {
+    pub ts_ns: u64,
+    pub realtime_ns: u64,
+    pub host: String,
+    pub kind: String,
+    pub pid: u32,
+    pub tid: u32,
+    pub comm: String,
+    pub syscall: Option<String>,
+    pub errno: Option<String>,
+    pub ret: Option<i64>,
+    pub fd: Option<i32>,
+    pub path: Option<String>,
+    pub binary: Option<String>,
+    pub function: Option<String>,
+    pub src: Option<String>,
+    pub dst: Option<String>,
+    pub duration_ms: Option<u64>,
+    pub packets: Option<u64>,
+    pub state: Option<String>,
+    pub cause: Option<String>,
+    pub exit_code: Option<i32>,
+    pub signal: Option<String>,
+    pub sender_pid: Option<u32>,
+    pub sender_comm: Option<String>,
+    pub core_dumped: Option<bool>,
+    pub ongoing: Option<bool>,
+}
+
+pub const KIND_NAMES: [&str; 4] = ["syscall_failure", "function", "network_gap", "process_state"];
+
+/// Formats an encoded address ("ip:port", "[ip6]:port").
+pub fn format_addr(b: &[u8]) -> Option<String> {
+    if b.len() < ENCODED_ADDR_LEN || b[0] != 0 {
+        return None;
+    }
+    let family = u16::from_le_bytes([b[1], b[2]]);
+    let port = u16::from_le_bytes([b[3], b[4]]);
+    match family as i32 {
+        libc::AF_INET => Some(format!("{}.{}.{}.{}:{port}", b[5], b[6], b[7], b[8])),
+        libc::AF_INET6 => {
+            let mut a = [0u8; 16];
+            a.copy_from_slice(&b[5..21]);
+            let ip = std::net::Ipv6Addr::from(a);
+            match ip.to_ipv4_mapped() {
+                Some(v4) => Some(format!("{v4}:{port}")),
+                None => Some(format!("[{ip}]:{port}")),
+            }
+        }
+        _ => None,
+    }
+}
+
+struct Resolver<'a> {
+    dump: &'a Dump,
+    opens: HashMap<u64, &'a OpenFile>,
+    cwd: HashMap<u32, &'a str>,
+}
+
+impl<'a> Resolver<'a> {
+    fn new(dump: &'a Dump) -> Self {
+        let opens = dump.meta.open_files.iter().map(|o| (o.open_id, o)).collect();
+        let cwd = dump.meta.processes.iter().filter_map(|p| Some((p.pid, p.cwd.as_deref()?))).collect();
+        Resolver { dump, opens, cwd }
+    }
+
+    fn join(base: &str, rel: &str) -> String {
+        let rel = rel.strip_prefix("./").unwrap_or(rel);
+        if base.ends_with('/') { format!("{base}{rel}") } else { format!("{base}/{rel}") }
+    }
+
+    fn open_path(&self, open_id: u64, depth: u32) -> Option<String> {
+        let o = self.opens.get(&open_id)?;
+        if o.path.starts_with('/') || depth > 8 {
+            return Some(o.path.clone());
+        }
+        let base = if o.dir_open_id != 0 {
+            self.open_path(o.dir_open_id, depth + 1)
+        } else {
+            self.cwd.get(&o.tgid).map(|s| s.to_string())
+        };
+        Some(match base {
+            Some(b) => Self::join(&b, &o.path),
+            None => o.path.clone(),
+        })
+    }
+
+    fn path_arg(&self, pid: u32, path: &str, dir_open_id: u64) -> String {
+        if path.starts_with('/') {
+            return path.to_string();
+        }
+        let base = if dir_open_id != 0 { self.open_path(dir_open_id, 0) } else { self.cwd.get(&pid).map(|s| s.to_string()) };
+        match base {
+            Some(b) => Self::join(&b, path),
+            None => path.to_string(),
+        }
+    }
+
+    fn blob(&self, r: BlobRef) -> Option<&'a [u8]> {
+        self.dump.blobs.get(r)
+    }
+
+    fn event(&self, r: &Record) -> Event {
+        let end = r.comm.iter().position(|&b| b == 0).unwrap_or(16);
+        let mut e = Event {
+            ts_ns: r.ts_ns,
+            realtime_ns: self.dump.meta.clock.realtime_of(r.ts_ns),
+            host: self.dump.meta.host.clone(),
+            kind: String::new(),
+            pid: r.pid,
+            tid: r.tid,
+            comm: String::from_utf8_lossy(&r.comm[..end]).into_owned(),
+            syscall: None, errno: None, ret: None, fd: None, path: None, binary: None, function: None,
+            src: None, dst: None, duration_ms: None, packets: None, state: None, cause: None,
+            exit_code: None, signal: None, sender_pid: None, sender_comm: None, core_dumped: None, ongoing: None,
+        };
+        match r.payload {
+            Payload::SyscallFailure { nr, ret, fd, open_id, blob } => {
+                e.kind = KIND_NAMES[0].into();
+                e.syscall = Some(syscall_name(nr as u32));
+                e.ret = Some(ret as i64);
+                e.errno = (ret < 0).then(|| errno_name(-(ret as i64)));
+                e.fd = (fd >= 0).then_some(fd);
+                match self.blob(blob) {
+                    Some(b) if b.first() == Some(&0) => e.dst = format_addr(b),
+                    Some(b) => e.path = Some(self.path_arg(r.pid, &String::from_utf8_lossy(b), open_id)),
+                    None if open_id != 0 => e.path = self.open_path(open_id, 0),
+                    None => {}
+                }
+            }
+            Payload::Function { function_id } => {
+                e.kind = KIND_NAMES[1].into();
+                if let Some(f) = self.dump.meta.functions.get(function_id as usize) {
+                    e.binary = Some(f.binary.display().to_string());
+                    e.function = Some(f.symbol.clone());
+                }
+            }
+            Payload::NetworkGap { gap_ns, packets, endpoints, ongoing } => {
+                e.kind = KIND_NAMES[2].into();
+                e.duration_ms = Some(gap_ns / 1_000_000);
+                e.packets = Some(packets);
+                e.ongoing = Some(ongoing);
+                if let Some(b) = self.blob(endpoints) {
+                    e.src = format_addr(b);
+                    e.dst = b.get(ENCODED_ADDR_LEN..).and_then(format_addr);
+                }
+            }
+            Payload::ProcessState { state, cause, signal, core_dumped, ongoing, exit_code, sender_pid, duration_ns, sender_comm } => {
+                e.kind = KIND_NAMES[3].into();
+                e.state = Some(match state { 1 => "paused", 2 => "exited", _ => "killed" }.into());
+                e.ongoing = Some(ongoing);
+                if state == 1 {
+                    e.duration_ms = Some(duration_ns / 1_000_000);
+                    e.cause = Some(match cause { 1 => "stopped", 3 => "frozen", _ => "uninterruptible" }.into());
+                }
+                if state == 2 {
+                    e.exit_code = Some(exit_code);
+                }
+                if signal != 0 {
+                    e.signal = Some(signal_name(signal as u32));
+                }
+                if state == 3 {
+                    e.core_dumped = Some(core_dumped);
+                }
+                if sender_pid != 0 {
+                    e.sender_pid = Some(sender_pid);
+                    e.sender_comm = self.blob(sender_comm).map(|b| String::from_utf8_lossy(b).into_owned());
+                }
+            }
+        }
+        e
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Vec<Record> {
+        vec![
+            Record { ts_ns: 5, pid: 1, tid: 2, comm: *b"abc\0\0\0\0\0\0\0\0\0\0\0\0\0", payload: Payload::SyscallFailure { nr: 1, ret: -28, fd: 3, open_id: 7, blob: BlobRef::NONE } },
+            Record { ts_ns: 6, pid: 1, tid: 1, comm: [0; 16], payload: Payload::ProcessState { state: 3, cause: 0, signal: 9, core_dumped: false, ongoing: false, exit_code: 0, sender_pid: 44, duration_ns: 0, sender_comm: BlobRef::NONE } },
+            Record { ts_ns: 7, pid: 1, tid: 1, comm: [0; 16], payload: Payload::NetworkGap { gap_ns: 6_000_000_000, packets: 9, endpoints: BlobRef::NONE, ongoing: true } },
+        ]
+    }
+
+    #[test]
+    fn records_round_trip() {
+        let mut buf = [0u8; RECORD_SIZE];
+        for r in sample() {
+            encode_record(&r, &mut buf);
+            assert_eq!(decode_record(&buf), Some(r));
+        }
+    }
+
+    #[test]
+    fn file_round_trip_and_damage() {
+        let dir = tempfile::tempdir().unwrap();
+        let recs = sample();
+        let meta = DumpMeta {
+            format: "tracerd-dump".into(),
+            version: FORMAT_VERSION,
+            open_files: vec![OpenFile { open_id: 7, dir_open_id: 0, tgid: 1, path: "/data/aof".into() }],
+            ..DumpMeta::default()
+        };
+        let contents = DumpContents { meta, records: recs.iter().collect(), blobs: (0, Vec::new()) };
+        let path = write_dump(dir.path(), "d.tdump", &contents).unwrap();
+        let dump = Dump::read(&path).unwrap();
+        assert_eq!(dump.records, recs);
+        let events = dump.events();
+        assert_eq!(events[0].errno.as_deref(), Some("ENOSPC"));
+        assert_eq!(events[0].path.as_deref(), Some("/data/aof"));
+        assert_eq!(events[1].signal.as_deref(), Some("SIGKILL"));
+        assert_eq!(events[2].duration_ms, Some(6000));
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+
+        let bytes = std::fs::read(&path).unwrap();
+        let cut = dir.path().join("cut.tdump");
+        for len in [0, 10, 17, bytes.len() / 2, bytes.len() - 1] {
+            std::fs::write(&cut, &bytes[..len]).unwrap();
+            let err = Dump::read(&cut).err().expect("a truncated dump must not read").to_string();
+            assert!(err.contains("cut.tdump"), "{err}");
+        }
+        let mut bad = bytes.clone();
+        bad[0] = b'X';
+        std::fs::write(&cut, &bad).unwrap();
+        assert!(format!("{:#}", Dump::read(&cut).err().unwrap()).contains("bad magic"));
+        let mut flipped = bytes.clone();
+        let mid = 16 + (bytes.len() - 16) / 2;
+        flipped[mid] ^= 0xff;
+        std::fs::write(&cut, &flipped).unwrap();
+        assert!(Dump::read(&cut).is_err(), "a corrupted frame fails its checksum");
+    }
+}

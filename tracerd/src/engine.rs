@@ -1,0 +1,264 @@
+//! The tracing engine: loads and attaches the BPF programs, fills their configuration
+//! maps, owns every link, and drives the ring-buffer consumer. The daemon and the
+//! reproducer's test runs both trace through this one type.
+use std::collections::HashMap;
+use std::mem::MaybeUninit;
+use std::ops::ControlFlow;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
+use libbpf_rs::{Link, MapCore, MapFlags, OpenObject, RingBufferBuilder, UprobeOpts};
+
+use crate::bpf::types::{tracerd_conn, tracerd_counter, tracerd_open_file, tracerd_pause};
+use crate::bpf::{TracerSkel, TracerSkelBuilder};
+use crate::config::{Config, FunctionSpec};
+use crate::procs::{exe_key, scan_targets, ProcInfo};
+use crate::recorder::{read_struct, Recorder};
+use crate::syscalls::syscall_arg_table;
+
+/// Drops counted in the kernel, summed over CPUs.
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize, PartialEq, Eq)]
+pub struct KernelCounters {
+    pub buffer_full_syscall: u64,
+    pub buffer_full_function: u64,
+    pub buffer_full_network: u64,
+    pub buffer_full_process: u64,
+    pub buffer_full_process_start: u64,
+    pub path_unreadable: u64,
+    pub targets_full: u64,
+    pub pauses_full: u64,
+}
+
+/// One entry of the kernel's open-file table, for resolving fds to paths.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize, PartialEq, Eq)]
+pub struct OpenFile {
+    pub open_id: u64,
+    pub dir_open_id: u64,
+    pub tgid: u32,
+    pub path: String,
+}
+
+pub struct Engine {
+    skel: TracerSkel<'static>,
+    uprobe_links: Vec<Link>,
+    functions: Vec<FunctionSpec>,
+    uprobe_attach_failed: u64,
+    initial_processes: Vec<ProcInfo>,
+}
+
+fn check_host() -> Result<()> {
+    if !nix::unistd::geteuid().is_root() {
+        bail!("tracerd must run as root (it loads BPF programs): run it with sudo or as a systemd service");
+    }
+    if !std::path::Path::new("/sys/kernel/btf/vmlinux").exists() {
+        bail!("this kernel has no BTF (/sys/kernel/btf/vmlinux is missing): tracerd needs CONFIG_DEBUG_INFO_BTF=y");
+    }
+    Ok(())
+}
+
+fn check_function(spec: &FunctionSpec) -> Result<()> {
+    let md = std::fs::metadata(&spec.binary)
+        .with_context(|| format!("uprobe {}:{}: binary {}", spec.binary.display(), spec.symbol, spec.binary.display()))?;
+    if !md.is_file() {
+        bail!("uprobe {}:{}: {} is not a file", spec.binary.display(), spec.symbol, spec.binary.display());
+    }
+    Ok(())
+}
+
+fn route_libbpf_logs() {
+    fn print(level: libbpf_rs::PrintLevel, msg: String) {
+        let msg = msg.trim_end();
+        match level {
+            libbpf_rs::PrintLevel::Warn => log::debug!(target: "libbpf", "{msg}"),
+            _ => log::trace!(target: "libbpf", "{msg}"),
+        }
+    }
+    libbpf_rs::set_print(Some((libbpf_rs::PrintLevel::Info, print)));
+}
+
+impl Engine {
+    /// Loads, configures and attaches everything `config` asks for. Returns only once every
+    /// probe is attached; a uprobe that cannot be attached is an error.
+    pub fn start(config: &Config) -> Result<Engine> {
+        check_host()?;
+        let functions = config.function_specs()?;
+        for f in &functions {
+            check_function(f)?;
+        }
+        route_libbpf_logs();
+        // The skeleton borrows its OpenObject for as long as it lives; the engine lives as
+        // long as the process in the daemon, and the few bytes are not worth a self-referential type.
+        let storage: &'static mut MaybeUninit<OpenObject> = Box::leak(Box::new(MaybeUninit::uninit()));
+        let mut open = TracerSkelBuilder::default().open(storage).context("opening the BPF object")?;
+        let rodata = open.maps.rodata_data.as_deref_mut().context("BPF object has no rodata")?;
+        rodata.filter_targets = config.has_targets() as u32;
+        rodata.self_tgid = std::process::id();
+        rodata.gap_ns = config.gap_ms * 1_000_000;
+        rodata.pause_ns = config.pause_ms * 1_000_000;
+        rodata.wakeup_bytes = (config.kernel_buffer_bytes / 4) as u64;
+        open.maps.events.set_max_entries(config.kernel_buffer_bytes)?;
+        open.maps.open_files.set_max_entries(config.open_files)?;
+        open.maps.conns.set_max_entries(config.connections)?;
+        if functions.is_empty() {
+            open.progs.function_hit.set_autoload(false);
+        }
+        let mut skel = open.load().context("loading the BPF programs (is this kernel 5.15 or newer with BTF?)")?;
+        fill_static_maps(&skel, config)?;
+        skel.attach().context("attaching the BPF programs")?;
+        // Seed after attaching, so that a fork between the scan and the attach is not missed.
+        let initial_processes = if config.has_targets() { scan_targets(config) } else { Vec::new() };
+        for p in &initial_processes {
+            skel.maps.targets.update(&p.pid.to_ne_bytes(), &[1], MapFlags::ANY)?;
+        }
+        let mut engine =
+            Engine { skel, uprobe_links: Vec::new(), functions, uprobe_attach_failed: 0, initial_processes };
+        engine.attach_uprobes()?;
+        Ok(engine)
+    }
+
+    fn attach_uprobes(&mut self) -> Result<()> {
+        for (id, f) in self.functions.iter().enumerate() {
+            let opts = UprobeOpts { cookie: id as u64, func_name: Some(f.symbol.clone()), ..Default::default() };
+            match self.skel.progs.function_hit.attach_uprobe_with_opts(-1, &f.binary, 0, opts) {
+                Ok(link) => self.uprobe_links.push(link),
+                Err(e) => {
+                    self.uprobe_attach_failed += 1;
+                    bail!(
+                        "uprobe {}:{}: cannot attach ({e}); is the symbol in the binary's symbol table? (nm -D / nm)",
+                        f.binary.display(),
+                        f.symbol
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Uprobe targets, indexed by function id.
+    pub fn functions(&self) -> &[FunctionSpec] {
+        &self.functions
+    }
+
+    pub fn uprobe_attach_failed(&self) -> u64 {
+        self.uprobe_attach_failed
+    }
+
+    /// Target processes that were already running when the engine started.
+    pub fn take_initial_processes(&mut self) -> Vec<ProcInfo> {
+        std::mem::take(&mut self.initial_processes)
+    }
+
+    /// Adds a process (and, from now on, its descendants) to the traced set.
+    pub fn add_target(&self, pid: u32) -> Result<()> {
+        self.skel.maps.targets.update(&pid.to_ne_bytes(), &[1], MapFlags::ANY)?;
+        Ok(())
+    }
+
+    /// Polls the kernel buffer into `recorder` until `between` breaks; `between` runs after
+    /// every poll (at least every `tick`).
+    pub fn run<B>(&self, recorder: &mut Recorder, tick: Duration, mut between: impl FnMut(&Engine, &mut Recorder) -> ControlFlow<B>) -> Result<B> {
+        let cell = std::cell::RefCell::new(recorder);
+        let mut builder = RingBufferBuilder::new();
+        builder.add(&self.skel.maps.events, |data: &[u8]| {
+            cell.borrow_mut().ingest(data);
+            0
+        })?;
+        let ring = builder.build()?;
+        loop {
+            match ring.poll(tick) {
+                Ok(()) => {}
+                Err(e) if e.kind() == libbpf_rs::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e.into()),
+            }
+            // Drain whatever arrived below the wakeup threshold, so commands see fresh data.
+            ring.consume()?;
+            if let ControlFlow::Break(b) = between(self, &mut cell.borrow_mut()) {
+                ring.consume()?;
+                return Ok(b);
+            }
+        }
+    }
+
+    pub fn kernel_counters(&self) -> Result<KernelCounters> {
+        let mut sums = [0u64; tracerd_counter::TRACERD_CNT_MAX.0 as usize];
+        for (i, sum) in sums.iter_mut().enumerate() {
+            let key = (i as u32).to_ne_bytes();
+            if let Some(per_cpu) = self.skel.maps.counters.lookup_percpu(&key, MapFlags::ANY)? {
+                *sum = per_cpu.iter().filter_map(|v| v.get(..8)).map(|b| u64::from_ne_bytes(b.try_into().unwrap_or([0; 8]))).sum();
+            }
+        }
+        Ok(KernelCounters {
+            buffer_full_syscall: sums[tracerd_counter::TRACERD_CNT_RINGBUF_FULL_SYSCALL.0 as usize],
+            buffer_full_function: sums[tracerd_counter::TRACERD_CNT_RINGBUF_FULL_FUNCTION.0 as usize],
+            buffer_full_network: sums[tracerd_counter::TRACERD_CNT_RINGBUF_FULL_GAP.0 as usize],
+            buffer_full_process: sums[tracerd_counter::TRACERD_CNT_RINGBUF_FULL_PROCESS.0 as usize],
+            buffer_full_process_start: sums[tracerd_counter::TRACERD_CNT_RINGBUF_FULL_START.0 as usize],
+            path_unreadable: sums[tracerd_counter::TRACERD_CNT_PATH_UNREADABLE.0 as usize],
+            targets_full: sums[tracerd_counter::TRACERD_CNT_TARGETS_FULL.0 as usize],
+            pauses_full: sums[tracerd_counter::TRACERD_CNT_PAUSES_FULL.0 as usize],
+        })
+    }
+
+    /// The kernel's open-file table, by open id.
+    pub fn open_files(&self) -> Result<HashMap<u64, OpenFile>> {
+        let mut out = HashMap::new();
+        for (_, value) in self.skel.maps.open_files.lookup_batch(1024, MapFlags::ANY, MapFlags::ANY)? {
+            let Some(o) = read_struct::<tracerd_open_file>(&value) else { continue };
+            let path = c_bytes(&o.path, o.path_len as usize);
+            out.insert(o.open_id, OpenFile { open_id: o.open_id, dir_open_id: o.dir_open_id, tgid: o.tgid, path: String::from_utf8_lossy(path).into_owned() });
+        }
+        Ok(out)
+    }
+
+    /// Watched connections (for gaps still open at dump time).
+    pub fn connections(&self) -> Result<Vec<tracerd_conn>> {
+        let batch = self.skel.maps.conns.lookup_batch(1024, MapFlags::ANY, MapFlags::ANY)?;
+        Ok(batch.filter_map(|(_, v)| read_struct::<tracerd_conn>(&v)).collect())
+    }
+
+    /// Threads paused now (for pauses still going on at dump time), with their tids.
+    pub fn pauses(&self) -> Result<Vec<(u32, tracerd_pause)>> {
+        let batch = self.skel.maps.pauses.lookup_batch(256, MapFlags::ANY, MapFlags::ANY)?;
+        Ok(batch
+            .filter_map(|(k, v)| {
+                let tid = u32::from_ne_bytes(k.get(..4)?.try_into().ok()?);
+                Some((tid, read_struct::<tracerd_pause>(&v)?))
+            })
+            .collect())
+    }
+}
+
+fn fill_static_maps(skel: &TracerSkel<'_>, config: &Config) -> Result<()> {
+    for (nr, arg) in syscall_arg_table() {
+        let value = [arg.kind, arg.index, 0, 0];
+        skel.maps.syscall_args.update(&nr.to_ne_bytes(), &value, MapFlags::ANY)?;
+    }
+    for comm in &config.target_comm {
+        let mut key = [0u8; 16];
+        key[..comm.len()].copy_from_slice(comm.as_bytes());
+        skel.maps.target_comms.update(&key, &[1], MapFlags::ANY)?;
+    }
+    for exe in &config.target_exe {
+        let (dev, ino) = exe_key(exe).with_context(|| format!("target_exe {}", exe.display()))?;
+        let mut key = [0u8; 16];
+        key[..8].copy_from_slice(&dev.to_ne_bytes());
+        key[8..].copy_from_slice(&ino.to_ne_bytes());
+        skel.maps.target_exes.update(&key, &[1], MapFlags::ANY)?;
+    }
+    for unit in &config.target_unit {
+        let mut key = [0u8; 64];
+        key[..unit.len()].copy_from_slice(unit.as_bytes());
+        skel.maps.target_units.update(&key, &[1], MapFlags::ANY)?;
+    }
+    Ok(())
+}
+
+/// The bytes of a NUL-terminated C buffer, at most `len_hint` long when that is non-zero.
+pub fn c_bytes(buf: &[i8], len_hint: usize) -> &[u8] {
+    // SAFETY: i8 and u8 have the same size and alignment.
+    let bytes: &[u8] = unsafe { std::slice::from_raw_parts(buf.as_ptr().cast(), buf.len()) };
+    let limit = if len_hint == 0 { bytes.len() } else { len_hint.min(bytes.len()) };
+    let end = bytes[..limit].iter().position(|&b| b == 0).unwrap_or(limit);
+    &bytes[..end]
+}

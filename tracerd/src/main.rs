@@ -1,0 +1,148 @@
+//! The `tracerd` command line: run the daemon, ask it for a dump, read a dump.
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+
+use tracerd::config::{Config, DEFAULT_CONFIG};
+use tracerd::dump::Dump;
+
+#[derive(Parser)]
+#[command(name = "tracerd", version, about = "Always-on flight recorder: failed syscalls, function hits, network gaps, process states")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(clap::Args)]
+struct RunArgs {
+    /// TOML configuration file (default /etc/tracerd/tracerd.toml, if present)
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Directory for dump files
+    #[arg(long, value_name = "DIR")]
+    dump_dir: Option<PathBuf>,
+    /// Events kept in the in-memory window
+    #[arg(long, value_name = "N")]
+    ring_events: Option<usize>,
+    /// Trace processes with this comm (and their descendants)
+    #[arg(long, value_name = "NAME")]
+    target_comm: Vec<String>,
+    /// Trace processes running this executable (and their descendants)
+    #[arg(long, value_name = "PATH")]
+    target_exe: Vec<PathBuf>,
+    /// Trace this process (and its descendants)
+    #[arg(long, value_name = "PID")]
+    target_pid: Vec<u32>,
+    /// Trace the processes of this systemd unit (e.g. redis-server.service)
+    #[arg(long, value_name = "UNIT")]
+    target_unit: Vec<String>,
+    /// Record every call of this function
+    #[arg(long, value_name = "BINARY:SYMBOL")]
+    uprobe: Vec<String>,
+    /// File of BINARY:SYMBOL lines to record (as written by `reproducer profile`)
+    #[arg(long, value_name = "FILE")]
+    functions: Option<PathBuf>,
+    /// Silence on a TCP connection that counts as a network gap
+    #[arg(long, value_name = "MS")]
+    gap_ms: Option<u64>,
+    /// Stop or uninterruptible sleep that counts as a pause
+    #[arg(long, value_name = "MS")]
+    pause_ms: Option<u64>,
+    /// Control socket for `tracerd dump`
+    #[arg(long, value_name = "PATH")]
+    control_socket: Option<PathBuf>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the daemon in the foreground
+    Run(Box<RunArgs>),
+    /// Ask the running daemon to write a dump; prints the dump's path
+    Dump {
+        /// Control socket of the daemon (default: from the configuration)
+        #[arg(long, value_name = "PATH")]
+        control_socket: Option<PathBuf>,
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
+    },
+    /// Print a dump: summary and events, or one JSON object per event
+    Inspect {
+        file: PathBuf,
+        /// One JSON object per line per event
+        #[arg(long)]
+        json: bool,
+        /// Print the dump's header (host, clocks, config, loss counters, tables) as JSON
+        #[arg(long, conflicts_with = "json")]
+        meta: bool,
+    },
+}
+
+fn effective_config(a: RunArgs) -> Result<Config> {
+    let mut c = Config::load(a.config.as_deref())?;
+    if let Some(v) = a.dump_dir { c.dump_dir = v; }
+    if let Some(v) = a.ring_events { c.ring_events = v; }
+    if let Some(v) = a.functions { c.functions = Some(v); }
+    if let Some(v) = a.gap_ms { c.gap_ms = v; }
+    if let Some(v) = a.pause_ms { c.pause_ms = v; }
+    if let Some(v) = a.control_socket { c.control_socket = v; }
+    c.target_comm.extend(a.target_comm);
+    c.target_exe.extend(a.target_exe);
+    c.target_pid.extend(a.target_pid);
+    c.target_unit.extend(a.target_unit);
+    c.uprobe.extend(a.uprobe);
+    c.validate("after command-line flags")?;
+    Ok(c)
+}
+
+fn main_inner(cli: Cli) -> Result<()> {
+    match cli.command {
+        Command::Run(args) => {
+            env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"))
+                .format_timestamp_millis()
+                .init();
+            tracerd::daemon::run(effective_config(*args)?)
+        }
+        Command::Dump { control_socket, config } => {
+            let socket = match control_socket {
+                Some(s) => s,
+                None => Config::load(config.as_deref())?.control_socket,
+            };
+            let path = tracerd::daemon::request_dump(&socket)?;
+            println!("{}", path.display());
+            Ok(())
+        }
+        Command::Inspect { file, json, meta } => {
+            let dump = Dump::read(&file)?;
+            let stdout = std::io::stdout();
+            let mut out = std::io::BufWriter::new(stdout.lock());
+            if meta {
+                serde_json::to_writer_pretty(&mut out, &dump.meta)?;
+                use std::io::Write;
+                writeln!(out)?;
+            } else if json {
+                tracerd::inspect::print_json(&dump, &mut out)?;
+            } else {
+                tracerd::inspect::print_text(&dump, &mut out)?;
+            }
+            Ok(())
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let _ = DEFAULT_CONFIG;
+    match main_inner(Cli::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            let msg = format!("{e:#}");
+            // a closed stdout (| head) is not an error worth shouting about
+            if msg.contains("Broken pipe") {
+                return ExitCode::SUCCESS;
+            }
+            eprintln!("tracerd: error: {}", msg.replace('\n', " "));
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,198 @@
+//! Which processes are traced and what is known about them: the start-up scan of /proc that
+//! seeds the kernel's target set, and the bounded process table that goes into every dump.
+use std::collections::{HashMap, HashSet};
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::Config;
+
+/// What the dump says about one process.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ProcInfo {
+    pub pid: u32,
+    pub ppid: u32,
+    pub comm: String,
+    pub exe: Option<String>,
+    pub cmdline: Option<Vec<String>>,
+    pub cwd: Option<String>,
+    /// CLOCK_BOOTTIME of the exec or fork that started it (or of its start, for processes
+    /// found by the start-up scan)
+    pub start_ns: u64,
+    pub exit_ns: Option<u64>,
+}
+
+impl ProcInfo {
+    /// Reads what /proc still tells about `pid`; fields it cannot read stay empty.
+    pub fn from_proc(pid: u32) -> Option<ProcInfo> {
+        let proc = procfs::process::Process::new(pid as i32).ok()?;
+        let stat = proc.stat().ok()?;
+        let ticks = procfs::ticks_per_second().max(1);
+        Some(ProcInfo {
+            pid,
+            ppid: stat.ppid.max(0) as u32,
+            comm: stat.comm.clone(),
+            exe: proc.exe().ok().map(|p| p.display().to_string()),
+            cmdline: proc.cmdline().ok().filter(|c| !c.is_empty()),
+            cwd: proc.cwd().ok().map(|p| p.display().to_string()),
+            start_ns: stat.starttime * 1_000_000_000 / ticks,
+            exit_ns: None,
+        })
+    }
+
+    /// Fills what is still missing from /proc, if the process is alive.
+    pub fn refresh_from_proc(&mut self) {
+        if self.exit_ns.is_some() {
+            return;
+        }
+        let Ok(proc) = procfs::process::Process::new(self.pid as i32) else { return };
+        if self.exe.is_none() {
+            self.exe = proc.exe().ok().map(|p| p.display().to_string());
+        }
+        if self.cmdline.is_none() {
+            self.cmdline = proc.cmdline().ok().filter(|c| !c.is_empty());
+        }
+        if let Ok(cwd) = proc.cwd() {
+            self.cwd = Some(cwd.display().to_string());
+        }
+    }
+}
+
+/// Processes seen since start, bounded: when full, the longest-dead process is forgotten
+/// first (a live one only if none has exited), and every forgotten one is counted.
+pub struct ProcTable {
+    procs: HashMap<u32, ProcInfo>,
+    capacity: usize,
+    evicted: u64,
+}
+
+impl ProcTable {
+    pub fn new(capacity: usize) -> Self {
+        ProcTable { procs: HashMap::with_capacity(capacity.min(1 << 16)), capacity: capacity.max(1), evicted: 0 }
+    }
+
+    pub fn evicted(&self) -> u64 {
+        self.evicted
+    }
+
+    pub fn get(&self, pid: u32) -> Option<&ProcInfo> {
+        self.procs.get(&pid)
+    }
+
+    pub fn insert(&mut self, info: ProcInfo) {
+        if !self.procs.contains_key(&info.pid) && self.procs.len() >= self.capacity {
+            self.evict_one();
+        }
+        self.procs.insert(info.pid, info);
+    }
+
+    fn evict_one(&mut self) {
+        let victim = self
+            .procs
+            .values()
+            .min_by_key(|p| (p.exit_ns.is_none(), p.exit_ns.unwrap_or(p.start_ns)))
+            .map(|p| p.pid);
+        if let Some(pid) = victim {
+            self.procs.remove(&pid);
+            self.evicted += 1;
+        }
+    }
+
+    /// A traced process forked: the child starts as a copy of its parent.
+    pub fn on_fork(&mut self, pid: u32, ppid: u32, comm: &str, ts_ns: u64) {
+        let mut info = self.procs.get(&ppid).cloned().unwrap_or_default();
+        info.pid = pid;
+        info.ppid = ppid;
+        info.comm = comm.to_string();
+        info.start_ns = ts_ns;
+        info.exit_ns = None;
+        self.insert(info);
+    }
+
+    /// A traced process called exec: read its new identity while it is surely alive.
+    pub fn on_exec(&mut self, pid: u32, ppid: u32, comm: &str, ts_ns: u64) {
+        let mut info = ProcInfo::from_proc(pid).unwrap_or_default();
+        info.pid = pid;
+        info.ppid = ppid;
+        info.comm = comm.to_string();
+        info.start_ns = ts_ns;
+        info.exit_ns = None;
+        self.insert(info);
+    }
+
+    pub fn on_exit(&mut self, pid: u32, ts_ns: u64) {
+        if let Some(p) = self.procs.get_mut(&pid) {
+            p.exit_ns = Some(ts_ns);
+        }
+    }
+
+    /// All entries, refreshed from /proc where still alive, ordered by pid.
+    pub fn snapshot(&mut self) -> Vec<ProcInfo> {
+        for p in self.procs.values_mut() {
+            p.refresh_from_proc();
+        }
+        let mut all: Vec<ProcInfo> = self.procs.values().cloned().collect();
+        all.sort_by_key(|p| p.pid);
+        all
+    }
+}
+
+/// Kernel encoding of a device number (MKDEV), as the BPF side reads it from `s_dev`.
+pub fn kernel_dev(st_dev: u64) -> u64 {
+    let major = libc::major(st_dev) as u64;
+    let minor = libc::minor(st_dev) as u64;
+    (major << 20) | minor
+}
+
+/// (kernel dev, inode) of an executable, the key of `target_exes`.
+pub fn exe_key(path: &Path) -> std::io::Result<(u64, u64)> {
+    let md = std::fs::metadata(path)?;
+    Ok((kernel_dev(md.dev()), md.ino()))
+}
+
+/// The leaf of a process's cgroup v2 path: the systemd unit name for services.
+fn unit_of(pid: u32) -> Option<String> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    let line = text.lines().find(|l| l.starts_with("0::"))?;
+    line.rsplit('/').next().map(str::to_string)
+}
+
+/// Processes running now that the configuration targets, descendants included.
+pub fn scan_targets(config: &Config) -> Vec<ProcInfo> {
+    let exe_keys: HashSet<(u64, u64)> = config.target_exe.iter().filter_map(|p| exe_key(p).ok()).collect();
+    let Ok(all) = procfs::process::all_processes() else { return Vec::new() };
+    let mut parent_of: HashMap<u32, u32> = HashMap::new();
+    let mut matched: HashSet<u32> = HashSet::new();
+    for proc in all.flatten() {
+        let Ok(stat) = proc.stat() else { continue };
+        let pid = stat.pid as u32;
+        parent_of.insert(pid, stat.ppid.max(0) as u32);
+        let by_comm = config.target_comm.iter().any(|c| *c == stat.comm);
+        let by_pid = config.target_pid.contains(&pid);
+        let by_exe = !exe_keys.is_empty()
+            && proc.exe().ok().and_then(|p| exe_key(&p).ok()).is_some_and(|k| exe_keys.contains(&k));
+        let by_unit = !config.target_unit.is_empty()
+            && unit_of(pid).is_some_and(|u| config.target_unit.contains(&u));
+        if by_comm || by_pid || by_exe || by_unit {
+            matched.insert(pid);
+        }
+    }
+    // descendants: walk each process's ancestry until a match or the root
+    let mut targets: Vec<u32> = Vec::new();
+    for &pid in parent_of.keys() {
+        let mut cur = pid;
+        for _ in 0..64 {
+            if matched.contains(&cur) {
+                targets.push(pid);
+                break;
+            }
+            match parent_of.get(&cur) {
+                Some(&p) if p != 0 && p != cur => cur = p,
+                _ => break,
+            }
+        }
+    }
+    targets.sort_unstable();
+    targets.into_iter().filter_map(ProcInfo::from_proc).collect()
+}
