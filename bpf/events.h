@@ -126,7 +126,13 @@ struct tracerd_process_start {
 	__u32 is_exec;
 };
 
-/* Value of open_files, keyed by the struct file pointer. */
+/* Value of file_opens, keyed by the struct file pointer: which open a live file came from. */
+struct tracerd_file_open {
+	__u64 open_id;
+	__u64 ino; /* guards against a recycled struct file */
+};
+
+/* Value of open_files, keyed by open id. Outlives the file: events refer to it after close. */
 struct tracerd_open_file {
 	__u64 open_id;
 	__u64 dir_open_id; /* relative path opened against this dirfd's open; 0 = cwd */

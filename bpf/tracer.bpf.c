@@ -109,6 +109,13 @@ struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 32768);
 	__type(key, __u64);
+	__type(value, struct tracerd_file_open);
+} file_opens SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 32768);
+	__type(key, __u64);
 	__type(value, struct tracerd_open_file);
 } open_files SEC(".maps");
 
@@ -246,13 +253,13 @@ static __always_inline void sock_endpoints(struct sock *sk, struct tracerd_addr 
 		local->port = BPF_CORE_READ(sk, __sk_common.skc_num);
 	}
 	if (family == AF_INET) {
-		BPF_CORE_READ_INTO(peer->addr, sk, __sk_common.skc_daddr);
+		bpf_core_read(peer->addr, 4, &sk->__sk_common.skc_daddr);
 		if (local)
-			BPF_CORE_READ_INTO(local->addr, sk, __sk_common.skc_rcv_saddr);
+			bpf_core_read(local->addr, 4, &sk->__sk_common.skc_rcv_saddr);
 	} else if (family == AF_INET6) {
-		BPF_CORE_READ_INTO(peer->addr, sk, __sk_common.skc_v6_daddr);
+		bpf_core_read(peer->addr, 16, &sk->__sk_common.skc_v6_daddr);
 		if (local)
-			BPF_CORE_READ_INTO(local->addr, sk, __sk_common.skc_v6_rcv_saddr);
+			bpf_core_read(local->addr, 16, &sk->__sk_common.skc_v6_rcv_saddr);
 	} else {
 		peer->family = 0;
 		if (local)
@@ -270,11 +277,11 @@ static __always_inline __u64 next_open_id(struct scratch *s)
 static __always_inline __u64 open_id_of(struct file *f)
 {
 	__u64 key = (__u64)f;
-	struct tracerd_open_file *o;
+	struct tracerd_file_open *o;
 
 	if (!f)
 		return 0;
-	o = bpf_map_lookup_elem(&open_files, &key);
+	o = bpf_map_lookup_elem(&file_opens, &key);
 	/* a recycled struct file must not inherit the old path */
 	if (!o || o->ino != BPF_CORE_READ(f, f_inode, i_ino))
 		return 0;
@@ -315,8 +322,10 @@ static __always_inline int track_open(struct pt_regs *regs, long nr, long fd)
 		s->open.dir_open_id = open_id_of(fd_file(dirfd));
 	s->open.ino = BPF_CORE_READ(f, f_inode, i_ino);
 	s->open.tgid = tgid;
+	struct tracerd_file_open fo = { .open_id = s->open.open_id, .ino = s->open.ino };
 	__u64 key = (__u64)f;
-	bpf_map_update_elem(&open_files, &key, &s->open, BPF_ANY);
+	bpf_map_update_elem(&file_opens, &key, &fo, BPF_ANY);
+	bpf_map_update_elem(&open_files, &fo.open_id, &s->open, BPF_ANY);
 	return 0;
 }
 

@@ -112,7 +112,7 @@ impl Config {
     pub fn parse(text: &str, origin: &str) -> Result<Config, ConfigError> {
         let config: Config = toml::from_str(text).map_err(|e| {
             let msg = e.message().replace('\n', " ");
-            let line = e.span().map(|s| text[..s.start.min(text.len())].lines().count().max(1));
+            let line = e.span().map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);
             match line {
                 Some(l) => ConfigError(format!("config {origin}, line {l}: {msg}")),
                 None => ConfigError(format!("config {origin}: {msg}")),

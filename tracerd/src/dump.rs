@@ -289,6 +289,12 @@ impl Dump {
             read_exact_or(&mut z, &mut sh, "section header; the end marker is missing")?;
             let (tag, len) = (le_u32(&sh[..4]), le_u64(&sh[4..]));
             if tag == SECTION_END {
+                // read the frame to its end so that its checksum is verified
+                let mut rest = Vec::new();
+                z.read_to_end(&mut rest).context("truncated or corrupt (frame end)")?;
+                if !rest.is_empty() {
+                    bail!("corrupt: data after the end marker");
+                }
                 break;
             }
             if len > MAX_SECTION {

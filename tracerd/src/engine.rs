@@ -99,6 +99,7 @@ impl Engine {
         rodata.wakeup_bytes = (config.kernel_buffer_bytes / 4) as u64;
         open.maps.events.set_max_entries(config.kernel_buffer_bytes)?;
         open.maps.open_files.set_max_entries(config.open_files)?;
+        open.maps.file_opens.set_max_entries(config.open_files)?;
         open.maps.conns.set_max_entries(config.connections)?;
         if functions.is_empty() {
             open.progs.function_hit.set_autoload(false);

@@ -1,0 +1,36 @@
+# Shared helpers of the scripts: root check, package installation, the one release build.
+# shellcheck shell=bash
+
+REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
+
+say() { printf '==> %s\n' "$*" >&2; }
+die() { printf 'error: %s\n' "$*" >&2; exit 1; }
+
+need_root() {
+  [ "$(id -u)" -eq 0 ] || die "run as root (tracerd loads BPF programs): sudo $0 $*"
+}
+
+# install_packages PKG...: apt-get installs the packages that are missing.
+install_packages() {
+  local missing=()
+  for p in "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  [ "${#missing[@]}" -eq 0 ] && return 0
+  say "installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >/dev/null
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+# Build-time and run-time packages a fresh Debian machine lacks.
+install_build_deps() {
+  install_packages clang llvm libelf-dev zlib1g-dev pkg-config make gcc libc6-dev iproute2 procps
+  command -v cargo >/dev/null || die "cargo is missing: install a Rust toolchain (rustup) first"
+}
+
+build_release() {
+  say "building (release)"
+  (cd "$REPO_ROOT" && cargo build --release --workspace --locked)
+}

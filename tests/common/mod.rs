@@ -1,0 +1,258 @@
+//! Shared fixtures of the system tests: root check, building the C target programs, a
+//! tracerd daemon owned by the test, and network namespaces that are removed on drop.
+#![allow(dead_code)]
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+pub fn require_root() {
+    assert!(
+        nix_is_root(),
+        "these tests load BPF programs and must run as root (CI runs them as root; use sudo scripts/test)"
+    );
+}
+
+fn nix_is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+pub fn workspace_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// Compiles tests/programs/NAME.c once per test process; returns the binary.
+pub fn program(name: &str) -> PathBuf {
+    static BUILT: OnceLock<Mutex<Vec<(String, PathBuf)>>> = OnceLock::new();
+    let built = BUILT.get_or_init(|| Mutex::new(Vec::new()));
+    let mut built = built.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, p)) = built.iter().find(|(n, _)| n == name) {
+        return p.clone();
+    }
+    let out_dir = workspace_root().join("target").join("test-programs");
+    std::fs::create_dir_all(&out_dir).expect("creating target/test-programs");
+    let src = workspace_root().join("tests").join("programs").join(format!("{name}.c"));
+    let out = out_dir.join(name);
+    let status = Command::new("cc")
+        .args(["-O1", "-g", "-o"])
+        .arg(&out)
+        .arg(&src)
+        .status()
+        .expect("running cc");
+    assert!(status.success(), "compiling {}", src.display());
+    built.push((name.to_string(), out.clone()));
+    out
+}
+
+pub fn tracerd_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_tracerd"))
+}
+
+/// A tracerd daemon started by a test; stopped (and reaped) on drop.
+pub struct Daemon {
+    pub child: Child,
+    pub dir: tempfile::TempDir,
+    pub log: Arc<Mutex<Vec<String>>>,
+}
+
+impl Daemon {
+    /// Starts `tracerd run` with `args` plus a private dump dir and control socket;
+    /// returns once it logged "ready".
+    pub fn start(args: &[&str]) -> Daemon {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut cmd = Command::new(tracerd_bin());
+        cmd.arg("run")
+            .arg("--dump-dir")
+            .arg(dir.path().join("dumps"))
+            .arg("--control-socket")
+            .arg(dir.path().join("control.sock"))
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        Self::spawn(cmd, dir)
+    }
+
+    pub fn spawn(mut cmd: Command, dir: tempfile::TempDir) -> Daemon {
+        let mut child = cmd.spawn().expect("spawning tracerd");
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let stderr = child.stderr.take().expect("piped stderr");
+        let sink = log.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                sink.lock().unwrap_or_else(|e| e.into_inner()).push(line);
+            }
+        });
+        let d = Daemon { child, dir, log };
+        d.wait_for_log("ready", Duration::from_secs(30));
+        d
+    }
+
+    pub fn log_text(&self) -> String {
+        self.log.lock().unwrap_or_else(|e| e.into_inner()).join("\n")
+    }
+
+    pub fn wait_for_log(&self, needle: &str, timeout: Duration) {
+        let start = Instant::now();
+        while start.elapsed() < timeout {
+            if self.log_text().contains(needle) {
+                return;
+            }
+            if let Ok(Some(status)) = self.child_status() {
+                panic!("tracerd exited ({status}) before logging '{needle}':\n{}", self.log_text());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("tracerd did not log '{needle}' within {timeout:?}:\n{}", self.log_text());
+    }
+
+    fn child_status(&self) -> std::io::Result<Option<std::process::ExitStatus>> {
+        // try_wait needs &mut; peek through /proc instead to keep &self
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap_or_default();
+        if stat.is_empty() || stat.contains(") Z ") {
+            return Ok(Some(std::os::unix::process::ExitStatusExt::from_raw(0)));
+        }
+        Ok(None)
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn socket(&self) -> PathBuf {
+        self.dir.path().join("control.sock")
+    }
+
+    pub fn dump_dir(&self) -> PathBuf {
+        self.dir.path().join("dumps")
+    }
+
+    /// `tracerd dump`; returns the path it printed.
+    pub fn dump(&self) -> PathBuf {
+        let out = Command::new(tracerd_bin())
+            .arg("dump")
+            .arg("--control-socket")
+            .arg(self.socket())
+            .output()
+            .expect("running tracerd dump");
+        assert!(
+            out.status.success(),
+            "tracerd dump failed: {}\n{}",
+            String::from_utf8_lossy(&out.stderr),
+            self.log_text()
+        );
+        PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+    }
+
+    pub fn signal(&self, sig: i32) {
+        // SAFETY: plain kill(2) on our own child.
+        unsafe { libc::kill(self.child.id() as i32, sig) };
+    }
+
+    /// Resident set size of the daemon, in KiB.
+    pub fn rss_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap_or_default();
+        status
+            .lines()
+            .find(|l| l.starts_with("VmRSS:"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    }
+
+    pub fn is_alive(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// SIGTERM and wait; returns the exit status.
+    pub fn stop(&mut self) -> std::process::ExitStatus {
+        self.signal(libc::SIGTERM);
+        let start = Instant::now();
+        loop {
+            if let Ok(Some(s)) = self.child.try_wait() {
+                return s;
+            }
+            if start.elapsed() > Duration::from_secs(20) {
+                let _ = self.child.kill();
+                return self.child.wait().expect("reaping tracerd");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            self.stop();
+        }
+    }
+}
+
+/// Runs a command to completion, asserting success; returns stdout.
+pub fn run_ok(cmd: &mut Command) -> String {
+    let out = cmd.output().unwrap_or_else(|e| panic!("running {cmd:?}: {e}"));
+    assert!(out.status.success(), "{cmd:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `tracerd inspect --json FILE`, parsed.
+pub fn inspect_json(path: &Path) -> Vec<serde_json::Value> {
+    let out = run_ok(Command::new(tracerd_bin()).arg("inspect").arg("--json").arg(path));
+    out.lines().map(|l| serde_json::from_str(l).expect("inspect --json prints JSON lines")).collect()
+}
+
+pub fn inspect_meta(path: &Path) -> serde_json::Value {
+    let out = run_ok(Command::new(tracerd_bin()).arg("inspect").arg("--meta").arg(path));
+    serde_json::from_str(&out).expect("inspect --meta prints JSON")
+}
+
+/// Two network namespaces joined by a veth pair, 10.231.N.1 and 10.231.N.2; removed on drop.
+pub struct NetnsPair {
+    pub a: String,
+    pub b: String,
+    pub addr_a: String,
+    pub addr_b: String,
+}
+
+impl NetnsPair {
+    pub fn new(tag: &str) -> NetnsPair {
+        let id = std::process::id() % 200 + 20;
+        let a = format!("trd{tag}a{}", std::process::id());
+        let b = format!("trd{tag}b{}", std::process::id());
+        let pair = NetnsPair { a: a.clone(), b: b.clone(), addr_a: format!("10.231.{id}.1"), addr_b: format!("10.231.{id}.2") };
+        let ip = |args: &[&str]| run_ok(Command::new("ip").args(args));
+        ip(&["netns", "add", &a]);
+        ip(&["netns", "add", &b]);
+        let va = format!("v{}a", std::process::id());
+        let vb = format!("v{}b", std::process::id());
+        ip(&["link", "add", &va, "netns", &a, "type", "veth", "peer", "name", &vb, "netns", &b]);
+        ip(&["-n", &a, "addr", "add", &format!("{}/24", pair.addr_a), "dev", &va]);
+        ip(&["-n", &b, "addr", "add", &format!("{}/24", pair.addr_b), "dev", &vb]);
+        for (ns, dev) in [(&a, &va), (&b, &vb)] {
+            ip(&["-n", ns, "link", "set", dev, "up"]);
+            ip(&["-n", ns, "link", "set", "lo", "up"]);
+        }
+        pair
+    }
+
+    pub fn exec(&self, ns: &str, program: &Path) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", ns]).arg(program);
+        c
+    }
+}
+
+impl Drop for NetnsPair {
+    fn drop(&mut self) {
+        for ns in [&self.a, &self.b] {
+            let _ = Command::new("ip").args(["netns", "del", ns]).status();
+        }
+    }
+}
+
+/// Events of `kind` from `pid`.
+pub fn events_of<'a>(events: &'a [serde_json::Value], kind: &str, pid: u32) -> Vec<&'a serde_json::Value> {
+    events.iter().filter(|e| e["kind"] == kind && e["pid"] == pid).collect()
+}

@@ -1,0 +1,325 @@
+//! System tests of tracerd on the real kernel, as root: real BPF programs, real processes,
+//! real network namespaces. Each test targets its own copy of tests/programs/eventgen.c
+//! (a distinct comm), so tests do not see each other's processes.
+mod common;
+
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+
+/// A copy of eventgen whose file name (and so comm) is `alias`.
+fn eventgen_as(alias: &str) -> PathBuf {
+    let src = program("eventgen");
+    let dst = src.with_file_name(alias);
+    std::fs::copy(&src, &dst).expect("copying eventgen");
+    dst
+}
+
+fn run_prog(prog: &Path, args: &[&str]) -> u32 {
+    let mut child = Command::new(prog).args(args).stderr(Stdio::null()).spawn().expect("spawn");
+    let pid = child.id();
+    let status = child.wait().expect("wait");
+    assert!(status.success(), "{} {args:?} failed: {status}", prog.display());
+    pid
+}
+
+fn only<'a>(v: Vec<&'a serde_json::Value>, what: &str) -> &'a serde_json::Value {
+    assert_eq!(v.len(), 1, "expected exactly one {what}, got {v:#?}");
+    v[0]
+}
+
+#[test]
+fn records_every_event_kind_with_its_fields() {
+    require_root();
+    let prog = eventgen_as("eg_kinds");
+    let uprobe = format!("{}:tracerd_test_marker", prog.display());
+    let d = Daemon::start(&["--target-comm", "eg_kinds", "--uprobe", &uprobe, "--gap-ms", "1000", "--pause-ms", "500"]);
+
+    let missing = d.dir.path().join("no-such-dir/file");
+    let pid_path = run_prog(&prog, &["fail-path", missing.to_str().unwrap()]);
+    let readonly = d.dir.path().join("readonly.txt");
+    std::fs::write(&readonly, "x").unwrap();
+    let pid_fd = run_prog(&prog, &["fail-fd", readonly.to_str().unwrap()]);
+    let pid_marker = run_prog(&prog, &["marker", "3"]);
+
+    let mut sleeper = Command::new(&prog).args(["sleep", "20000"]).spawn().unwrap();
+    let pid_sleep = sleeper.id();
+    std::thread::sleep(Duration::from_millis(300));
+    let me = std::process::id();
+    unsafe { libc::kill(pid_sleep as i32, libc::SIGSTOP) };
+    std::thread::sleep(Duration::from_millis(1000));
+    unsafe { libc::kill(pid_sleep as i32, libc::SIGCONT) };
+    std::thread::sleep(Duration::from_millis(100));
+    unsafe { libc::kill(pid_sleep as i32, libc::SIGKILL) };
+    sleeper.wait().unwrap();
+
+    let net = NetnsPair::new("k");
+    let mut server = net.exec(&net.b, &prog).args(["tcp-server", "7000"]).stdout(Stdio::piped()).spawn().unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(server.stdout.take().unwrap()), &mut line).unwrap();
+    let client_status = net.exec(&net.a, &prog).args(["tcp-client", &net.addr_b, "7000", "1500"]).status().unwrap();
+    assert!(client_status.success());
+    let server_pid = server.id();
+    server.wait().unwrap();
+
+    let dump = d.dump();
+    let events = inspect_json(&dump);
+
+    let keys: BTreeSet<String> = events[0].as_object().unwrap().keys().cloned().collect();
+    for k in ["ts_ns", "kind", "pid", "tid", "comm", "syscall", "errno", "ret", "fd", "path", "binary", "function",
+              "src", "dst", "duration_ms", "packets", "state", "exit_code", "signal"] {
+        assert!(keys.contains(k), "inspect --json lacks {k}");
+    }
+    for e in &events {
+        let k: BTreeSet<String> = e.as_object().unwrap().keys().cloned().collect();
+        assert_eq!(k, keys, "every event carries every key (null when unknown)");
+    }
+
+    let by_path: Vec<_> = events_of(&events, "syscall_failure", pid_path)
+        .into_iter()
+        .filter(|e| e["path"] == missing.to_str().unwrap())
+        .collect();
+    let e = only(by_path, "failed openat of the missing path");
+    assert_eq!(e["syscall"], "openat");
+    assert_eq!(e["errno"], "ENOENT");
+    assert_eq!(e["ret"], -2);
+    assert_eq!(e["comm"], "eg_kinds");
+
+    let writes: Vec<_> = events_of(&events, "syscall_failure", pid_fd).into_iter().filter(|e| e["syscall"] == "write").collect();
+    let e = only(writes, "failed write");
+    assert_eq!(e["errno"], "EBADF");
+    assert_eq!(e["path"], readonly.to_str().unwrap(), "the fd resolves to the file it was opened from");
+    assert!(e["fd"].as_i64().unwrap() >= 3);
+
+    let hits = events_of(&events, "function", pid_marker);
+    assert_eq!(hits.len(), 3, "one event per call of tracerd_test_marker: {hits:#?}");
+    assert_eq!(hits[0]["function"], "tracerd_test_marker");
+    assert_eq!(hits[0]["binary"], prog.to_str().unwrap());
+
+    let states = events_of(&events, "process_state", pid_sleep);
+    let paused = only(states.iter().copied().filter(|e| e["state"] == "paused").collect(), "pause");
+    let ms = paused["duration_ms"].as_u64().unwrap();
+    assert!((900..5000).contains(&ms), "pause of about 1 s, got {ms} ms");
+    assert_eq!(paused["cause"], "stopped");
+    assert_eq!(paused["signal"], "SIGSTOP");
+    assert_eq!(paused["sender_pid"], me);
+    let killed = only(states.iter().copied().filter(|e| e["state"] == "killed").collect(), "kill");
+    assert_eq!(killed["signal"], "SIGKILL");
+    assert_eq!(killed["sender_pid"], me, "the kill names its sender");
+
+    let exited = only(events_of(&events, "process_state", pid_path), "exit");
+    assert_eq!(exited["state"], "exited");
+    assert_eq!(exited["exit_code"], 0);
+
+    let gaps: Vec<_> = events.iter().filter(|e| e["kind"] == "network_gap" && e["duration_ms"].as_u64().unwrap_or(0) >= 1000).collect();
+    assert!(!gaps.is_empty(), "a silence of 1.5 s is a gap: {events:#?}");
+    let server_gap = gaps.iter().find(|e| e["pid"] == server_pid).expect("the accepting side records the gap");
+    assert_eq!(server_gap["src"], format!("{}:7000", net.addr_b));
+    assert!(server_gap["dst"].as_str().unwrap().starts_with(&net.addr_a));
+    assert!(server_gap["packets"].as_u64().unwrap() >= 1);
+    assert!(server_gap["duration_ms"].as_u64().unwrap() < 5000);
+}
+
+#[test]
+fn second_dump_holds_later_events_and_filters_non_targets() {
+    require_root();
+    let prog = eventgen_as("eg_twice");
+    let other = eventgen_as("eg_untraced");
+    let d = Daemon::start(&["--target-comm", "eg_twice"]);
+    let first = d.dir.path().join("first");
+    let second = d.dir.path().join("second");
+    let pid1 = run_prog(&prog, &["fail-path", first.to_str().unwrap()]);
+    let untraced = run_prog(&other, &["fail-path", first.to_str().unwrap()]);
+    let dump1 = d.dump();
+    let pid2 = run_prog(&prog, &["fail-path", second.to_str().unwrap()]);
+    let dump2 = d.dump();
+    assert_ne!(dump1, dump2);
+
+    let e1 = inspect_json(&dump1);
+    let e2 = inspect_json(&dump2);
+    let has = |ev: &[serde_json::Value], pid: u32, p: &Path| ev.iter().any(|e| e["pid"] == pid && e["path"] == p.to_str().unwrap());
+    assert!(has(&e1, pid1, &first));
+    assert!(!has(&e1, pid2, &second));
+    assert!(has(&e2, pid1, &first), "the window still holds the earlier event");
+    assert!(has(&e2, pid2, &second));
+    assert!(!e2.iter().any(|e| e["pid"] == untraced), "processes that are not targets are not recorded");
+}
+
+#[test]
+fn descendants_of_a_target_pid_are_traced() {
+    require_root();
+    let prog = eventgen_as("eg_child");
+    let mut shell = Command::new("sh").args(["-c", "read go; exec \"$0\" fork-fail \"$1\""]).arg(&prog).arg("/nonexistent/eg_child")
+        .stdin(Stdio::piped()).spawn().unwrap();
+    let d = Daemon::start(&["--target-pid", &shell.id().to_string()]);
+    shell.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    assert!(shell.wait().unwrap().success());
+    let events = inspect_json(&d.dump());
+    let failure = events
+        .iter()
+        .find(|e| e["kind"] == "syscall_failure" && e["path"] == "/nonexistent/eg_child")
+        .expect("the forked grandchild's failure is recorded");
+    assert_ne!(failure["pid"], shell.id(), "it comes from the forked child");
+}
+
+#[test]
+fn storm_keeps_memory_bounded_and_counts_overwrites() {
+    require_root();
+    let prog = eventgen_as("eg_storm");
+    let mut d = Daemon::start(&["--target-comm", "eg_storm", "--ring-events", "10000"]);
+    run_prog(&prog, &["storm", "2000000"]);
+    let rss_kib = d.rss_kib();
+    let started = Instant::now();
+    let dump = d.dump();
+    assert!(started.elapsed() < Duration::from_secs(10), "the daemon answers during a storm");
+    assert!(d.is_alive());
+    let meta = inspect_meta(&dump);
+    let c = &meta["counters"];
+    let overwritten = c["recorder"]["ring_overwritten"].as_u64().unwrap();
+    let kernel_full = c["kernel"]["buffer_full_syscall"].as_u64().unwrap();
+    let received = c["recorder"]["received"].as_u64().unwrap();
+    assert!(overwritten > 0, "overwrites are counted: {c}");
+    assert!(received + kernel_full >= 2_000_000, "every failure was received or counted as dropped: {c}");
+    assert!(meta["event_count"].as_u64().unwrap() <= 10_010, "the window holds N events");
+    assert!(rss_kib < 96 * 1024, "daemon RSS stays bounded: {rss_kib} KiB");
+}
+
+#[test]
+fn sigusr1_storm_only_produces_complete_dumps() {
+    require_root();
+    let prog = eventgen_as("eg_usr1");
+    let mut d = Daemon::start(&["--target-comm", "eg_usr1"]);
+    run_prog(&prog, &["storm", "20000"]);
+    for _ in 0..100 {
+        d.signal(libc::SIGUSR1);
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    // the daemon still answers, so every signal before this request has been handled
+    let last = d.dump();
+    assert!(d.is_alive());
+    let files: Vec<PathBuf> = std::fs::read_dir(d.dump_dir()).unwrap().map(|e| e.unwrap().path()).collect();
+    assert!(files.len() >= 2, "SIGUSR1 wrote dumps: {files:?}");
+    for f in &files {
+        let name = f.file_name().unwrap().to_string_lossy().to_string();
+        assert!(!name.starts_with('.'), "no temporary file is left behind: {name}");
+        assert!(name.ends_with(".tdump"));
+        let meta = inspect_meta(f);
+        assert!(meta["event_count"].as_u64().unwrap() > 0);
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(std::fs::metadata(f).unwrap().permissions().mode() & 0o777, 0o600);
+    }
+    assert!(files.contains(&last));
+}
+
+#[test]
+fn unwritable_dump_dir_is_survived() {
+    require_root();
+    let mut d = Daemon::start(&["--target-comm", "eg_unwritable"]);
+    let dir = d.dump_dir();
+    std::fs::remove_dir_all(&dir).unwrap();
+    std::fs::write(&dir, "not a directory").unwrap();
+    let out = Command::new(tracerd_bin()).arg("dump").arg("--control-socket").arg(d.socket()).output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(dir.to_str().unwrap()), "the error names the directory: {err}");
+    d.signal(libc::SIGUSR1);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(d.is_alive());
+    assert!(d.log_text().contains("dump failed"), "{}", d.log_text());
+    std::fs::remove_file(&dir).unwrap();
+    let path = d.dump();
+    assert!(path.starts_with(&dir) && path.exists());
+    let status = d.stop();
+    assert!(status.success(), "clean exit on SIGTERM: {status}");
+    assert!(!d.socket().exists(), "the control socket is removed on exit");
+}
+
+fn tracerd_fails(args: &[&str]) -> String {
+    let out = Command::new(tracerd_bin()).args(args).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(!out.status.success(), "tracerd {args:?} should fail");
+    assert!(!err.contains("panicked"), "no panic: {err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
+    err
+}
+
+#[test]
+fn bad_inputs_get_one_line_errors() {
+    require_root();
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("s.sock");
+    let sock = sock.to_str().unwrap();
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(&bad, "gap_ms = 100\nnot_a_setting = 1\n").unwrap();
+    let err = tracerd_fails(&["run", "--config", bad.to_str().unwrap(), "--control-socket", sock]);
+    assert!(err.contains("bad.toml") && err.contains("line 2") && err.contains("not_a_setting"), "{err}");
+    let err = tracerd_fails(&["run", "--config", "/nonexistent/tracerd.toml"]);
+    assert!(err.contains("/nonexistent/tracerd.toml"), "{err}");
+    let err = tracerd_fails(&["run", "--ring-events", "0", "--control-socket", sock]);
+    assert!(err.contains("ring_events"), "{err}");
+    let err = tracerd_fails(&["run", "--uprobe", "/nonexistent/bin:main", "--control-socket", sock]);
+    assert!(err.contains("/nonexistent/bin"), "{err}");
+    let prog = program("eventgen");
+    let err = tracerd_fails(&["run", "--uprobe", &format!("{}:no_such_function", prog.display()), "--control-socket", sock]);
+    assert!(err.contains("no_such_function"), "{err}");
+    let err = tracerd_fails(&["run", "--target-exe", "/nonexistent/exe", "--control-socket", sock]);
+    assert!(err.contains("/nonexistent/exe"), "{err}");
+    let err = tracerd_fails(&["dump", "--control-socket", "/nonexistent/control.sock"]);
+    assert!(err.contains("cannot reach"), "{err}");
+
+    // damaged dumps: take a real one and cut or garble it
+    let d = Daemon::start(&["--target-comm", "eg_badinput"]);
+    let good = std::fs::read(d.dump()).unwrap();
+    let f = dir.path().join("damaged.tdump");
+    for (what, bytes) in [
+        ("empty", Vec::new()),
+        ("foreign", b"{\"not\": \"a dump\"}\n".repeat(10)),
+        ("header only", good[..16].to_vec()),
+        ("truncated", good[..good.len() * 2 / 3].to_vec()),
+    ] {
+        std::fs::write(&f, &bytes).unwrap();
+        let err = tracerd_fails(&["inspect", f.to_str().unwrap()]);
+        assert!(err.contains("damaged.tdump"), "{what}: {err}");
+    }
+    let err = tracerd_fails(&["inspect", "/nonexistent.tdump"]);
+    assert!(err.contains("/nonexistent.tdump"), "{err}");
+}
+
+/// The unit's CapabilityBoundingSet, in setpriv's syntax.
+fn unit_bounding_set() -> String {
+    let unit = std::fs::read_to_string(workspace_root().join("systemd/tracerd.service")).unwrap();
+    let line = unit.lines().find(|l| l.starts_with("CapabilityBoundingSet=")).expect("the unit limits capabilities");
+    let caps: Vec<String> = line["CapabilityBoundingSet=".len()..]
+        .split_whitespace()
+        .map(|c| format!("+{}", c.trim_start_matches("CAP_").to_lowercase()))
+        .collect();
+    format!("-all,{}", caps.join(","))
+}
+
+#[test]
+fn runs_with_only_the_units_capabilities() {
+    require_root();
+    let prog = eventgen_as("eg_caps");
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = Command::new("setpriv");
+    cmd.arg(format!("--bounding-set={}", unit_bounding_set()))
+        .args(["--inh-caps=-all", "--no-new-privs"])
+        .arg(tracerd_bin())
+        .arg("run")
+        .arg("--dump-dir")
+        .arg(dir.path().join("dumps"))
+        .arg("--control-socket")
+        .arg(dir.path().join("control.sock"))
+        .args(["--target-comm", "eg_caps", "--uprobe"])
+        .arg(format!("{}:tracerd_test_marker", prog.display()))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let d = Daemon::spawn(cmd, dir);
+    let pid = run_prog(&prog, &["marker", "2"]);
+    let events = inspect_json(&d.dump());
+    assert_eq!(events_of(&events, "function", pid).len(), 2);
+}
