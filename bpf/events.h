@@ -57,7 +57,8 @@ enum tracerd_counter {
 	TRACERD_CNT_PATH_UNREADABLE = 5,   /* user memory for a path was not readable */
 	TRACERD_CNT_TARGETS_FULL = 6,      /* a new descendant did not fit in `targets` */
 	TRACERD_CNT_PAUSES_FULL = 7,
-	TRACERD_CNT_MAX = 8,
+	TRACERD_CNT_CONNS_FULL = 8,        /* a connection went unwatched: `conns` full */
+	TRACERD_CNT_MAX = 9,
 };
 
 struct tracerd_syscall_arg {

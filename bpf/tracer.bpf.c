@@ -119,8 +119,10 @@ struct {
 	__type(value, struct tracerd_open_file);
 } open_files SEC(".maps");
 
+/* A plain hash: LRU bookkeeping on every packet's lookup cost more than the lookup. Full
+ * means new connections go unwatched (counted); closed ones are removed. */
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 65536);
 	__type(key, __u64);
 	__type(value, struct tracerd_conn);
@@ -353,7 +355,8 @@ static __always_inline int track_socket(long fd)
 	c.pid = tgid;
 	bpf_get_current_comm(c.comm, sizeof(c.comm));
 	key = (__u64)sk;
-	bpf_map_update_elem(&conns, &key, &c, BPF_ANY);
+	if (bpf_map_update_elem(&conns, &key, &c, BPF_ANY))
+		count(TRACERD_CNT_CONNS_FULL);
 	return 0;
 }
 
@@ -512,19 +515,21 @@ SEC("tp_btf/tcp_probe")
 int BPF_PROG(on_tcp_probe, struct sock *sk, const struct sk_buff *skb)
 {
 	__u64 key = (__u64)sk;
-	__u64 now = bpf_ktime_get_boot_ns();
 	struct tracerd_conn *c = bpf_map_lookup_elem(&conns, &key);
+	__u64 now;
 
 	if (!c) {
 		struct tracerd_conn fresh = {};
 		if (filter_targets)
 			return 0;
 		sock_endpoints(sk, &fresh.local, &fresh.peer);
-		fresh.last_ns = now;
+		fresh.last_ns = bpf_ktime_get_boot_ns();
 		fresh.packets = 1;
-		bpf_map_update_elem(&conns, &key, &fresh, BPF_NOEXIST);
+		if (bpf_map_update_elem(&conns, &key, &fresh, BPF_NOEXIST))
+			count(TRACERD_CNT_CONNS_FULL);
 		return 0;
 	}
+	now = bpf_ktime_get_boot_ns();
 	if (now - c->last_ns > gap_ns)
 		emit_gap(c, now, 0);
 	c->last_ns = now;

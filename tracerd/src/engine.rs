@@ -28,6 +28,7 @@ pub struct KernelCounters {
     pub path_unreadable: u64,
     pub targets_full: u64,
     pub pauses_full: u64,
+    pub connections_full: u64,
 }
 
 /// One entry of the kernel's open-file table, for resolving fds to paths.
@@ -198,6 +199,7 @@ impl Engine {
             path_unreadable: sums[tracerd_counter::TRACERD_CNT_PATH_UNREADABLE.0 as usize],
             targets_full: sums[tracerd_counter::TRACERD_CNT_TARGETS_FULL.0 as usize],
             pauses_full: sums[tracerd_counter::TRACERD_CNT_PAUSES_FULL.0 as usize],
+            connections_full: sums[tracerd_counter::TRACERD_CNT_CONNS_FULL.0 as usize],
         })
     }
 
