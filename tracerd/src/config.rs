@@ -40,6 +40,10 @@ pub struct Config {
     pub connections: u32,
     /// Processes remembered for the dump's process table.
     pub processes: usize,
+    /// Trace only the targets even when none is configured yet (they are added later
+    /// through the engine). Not a file setting: for programs that embed the engine.
+    #[serde(skip)]
+    pub targets_added_later: bool,
 }
 
 impl Default for Config {
@@ -61,6 +65,7 @@ impl Default for Config {
             open_files: 32768,
             connections: 65536,
             processes: 16384,
+            targets_added_later: false,
         }
     }
 }
@@ -159,7 +164,8 @@ impl Config {
     }
 
     pub fn has_targets(&self) -> bool {
-        !(self.target_comm.is_empty()
+        self.targets_added_later
+            || !(self.target_comm.is_empty()
             && self.target_exe.is_empty()
             && self.target_pid.is_empty()
             && self.target_unit.is_empty())

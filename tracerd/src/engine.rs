@@ -157,6 +157,11 @@ impl Engine {
         Ok(())
     }
 
+    /// An owned handle on the target set, usable from other threads.
+    pub fn targets_handle(&self) -> Result<libbpf_rs::MapHandle> {
+        Ok(libbpf_rs::MapHandle::try_from(&self.skel.maps.targets)?)
+    }
+
     /// Polls the kernel buffer into `recorder` until `between` breaks; `between` runs after
     /// every poll (at least every `tick`).
     pub fn run<B>(&self, recorder: &mut Recorder, tick: Duration, mut between: impl FnMut(&Engine, &mut Recorder) -> ControlFlow<B>) -> Result<B> {

@@ -12,5 +12,6 @@ pub mod inspect;
 pub mod procs;
 pub mod record;
 pub mod recorder;
+pub mod session;
 mod syscall_tables;
 pub mod syscalls;

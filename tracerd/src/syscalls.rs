@@ -123,6 +123,29 @@ const ARG_TABLE: &[(&str, u8, u8)] = {
     ]
 };
 
+/// What a syscall's argument names (see `ARG_TABLE`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ArgKind {
+    Path,
+    /// dirfd in arg0, path in the given argument
+    PathAt,
+    Fd,
+    Sockaddr,
+}
+
+/// Which argument of syscall `nr` names its path, fd or address, and how.
+pub fn syscall_arg_kind(nr: u32) -> Option<(ArgKind, u8)> {
+    let name = SYSCALL_NAMES.get(nr as usize)?;
+    let (_, kind, index) = ARG_TABLE.iter().find(|(n, _, _)| n == name)?;
+    let kind = match tracerd_arg_kind(*kind as u32) {
+        tracerd_arg_kind::TRACERD_ARG_PATH => ArgKind::Path,
+        tracerd_arg_kind::TRACERD_ARG_PATH_AT => ArgKind::PathAt,
+        tracerd_arg_kind::TRACERD_ARG_FD => ArgKind::Fd,
+        _ => ArgKind::Sockaddr,
+    };
+    Some((kind, *index))
+}
+
 /// The per-syscall argument table, indexed by syscall number, as loaded into the
 /// `syscall_args` map.
 pub fn syscall_arg_table() -> Vec<(u32, tracerd_syscall_arg)> {

@@ -1,0 +1,387 @@
+//! One run of a scenario with a schedule: network, tracing session, injector, nodes (with
+//! their seccomp supervisors), workload and oracle, then a teardown that leaves nothing
+//! behind. Faults without a context are injected from here as soon as they become current
+//! (and their node is up); faults with one are injected by the probes.
+use std::collections::BTreeSet;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::Child;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use serde::Serialize;
+
+use crate::injector::{boottime_ns, probe_names, InjEvent, Injector, NodeInfo};
+use crate::netbed::Netbed;
+use crate::nodes::{self, Launch};
+use crate::scenario::{Placeholders, Scenario};
+use crate::schedule::{FaultKind, ResolvedFault};
+use crate::supervisor::{self, Shared, SyscallFired};
+
+#[derive(Clone, Debug, Default)]
+pub struct RunOptions {
+    pub keep: bool,
+    /// where kept runs go (default: the system temp dir)
+    pub base_dir: Option<PathBuf>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Fired {
+    pub fault: usize,
+    pub kind: String,
+    pub node: String,
+    /// milliseconds since the workload started
+    pub at_ms: u64,
+    pub pid: u32,
+    pub tid: u32,
+    /// the context probe that completed it, or the path of a failed call
+    pub detail: String,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct RunReport {
+    pub bug: bool,
+    pub timed_out: bool,
+    pub fired: Vec<Fired>,
+    pub faults: usize,
+    /// context probes entered, as "fault N: function (step k)"
+    pub context: Vec<String>,
+    pub workdir: PathBuf,
+    pub trace: Option<PathBuf>,
+    pub kept: bool,
+}
+
+struct NodeProc {
+    child: Option<Child>,
+    pid: u32,
+    ready: bool,
+}
+
+struct Run<'a> {
+    scenario: &'a Scenario,
+    faults: &'a [ResolvedFault],
+    workdir: PathBuf,
+    vars: Placeholders,
+    netbed: Netbed,
+    injector: Injector,
+    session: tracerd::session::TraceSession,
+    shared: Arc<Shared>,
+    fired_rx: crossbeam_channel::Receiver<SyscallFired>,
+    supervisors: Vec<std::thread::JoinHandle<()>>,
+    procs: Vec<NodeProc>,
+    notify_syscalls: Vec<Vec<u32>>,
+    started: Instant,
+    started_boot_ns: u64,
+    report: RunReport,
+    resumes: Vec<(Instant, u32)>,
+}
+
+fn resolve_binary(cmd: &str) -> PathBuf {
+    if cmd.contains('/') {
+        return PathBuf::from(cmd);
+    }
+    std::env::var_os("PATH")
+        .and_then(|paths| std::env::split_paths(&paths).map(|d| d.join(cmd)).find(|p| p.is_file()))
+        .unwrap_or_else(|| PathBuf::from(cmd))
+}
+
+fn trace_config(faults: &[ResolvedFault], infos: &[NodeInfo]) -> tracerd::config::Config {
+    let mut functions = BTreeSet::new();
+    for f in faults {
+        for func in &f.fault.after_functions {
+            let spec = if func.contains(':') { func.clone() } else { format!("{}:{func}", infos[f.node_index].binary.display()) };
+            functions.insert(spec);
+        }
+    }
+    tracerd::config::Config {
+        targets_added_later: true,
+        ring_events: 200_000,
+        blob_bytes: 4 << 20,
+        gap_ms: 1000,
+        pause_ms: 1000,
+        kernel_buffer_bytes: 4 << 20,
+        uprobe: functions.into_iter().collect(),
+        ..Default::default()
+    }
+}
+
+/// Runs `scenario` once with `faults`; returns what happened.
+pub fn run(scenario: &Scenario, faults: &[ResolvedFault], opts: &RunOptions) -> Result<RunReport> {
+    crate::interrupt::install()?;
+    nodes::become_subreaper();
+    let base = opts.base_dir.clone().unwrap_or_else(std::env::temp_dir);
+    std::fs::create_dir_all(&base).with_context(|| format!("run directory {}", base.display()))?;
+    let workdir = tempfile::Builder::new().prefix("reproducer-run-").tempdir_in(&base)?.keep();
+    let result = run_in(scenario, faults, &workdir, opts);
+    let swept = nodes::sweep(Duration::from_secs(10));
+    let mut report = result?;
+    swept?;
+    if !opts.keep {
+        let _ = std::fs::remove_dir_all(&workdir);
+        report.trace = None;
+    }
+    report.kept = opts.keep;
+    Ok(report)
+}
+
+fn run_in(scenario: &Scenario, faults: &[ResolvedFault], workdir: &Path, opts: &RunOptions) -> Result<RunReport> {
+    let _ = opts;
+    static RUN_SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let run_id = (std::process::id() % 10000) * 10 + RUN_SEQ.fetch_add(1, Ordering::Relaxed) % 10;
+    let netbed = Netbed::create(scenario, run_id)?;
+    let mut vars = Placeholders { workdir: workdir.display().to_string(), ..Default::default() };
+    let mut infos = Vec::new();
+    for n in &scenario.nodes {
+        std::fs::create_dir_all(workdir.join(&n.name))?;
+        if let Some(a) = &n.address {
+            vars.addresses.insert(n.name.clone(), a.clone());
+        }
+        let binary = resolve_binary(&vars.expand(&n.command[0])?);
+        let net = netbed.of(&n.name);
+        infos.push(NodeInfo { binary, address: n.address.clone(), host_veth: net.map(|x| x.host_veth.clone()) });
+    }
+    let session = tracerd::session::TraceSession::start(trace_config(faults, &infos)).context("starting the run's tracing")?;
+    let injector = Injector::start(faults, &infos)?;
+    let (fired_tx, fired_rx) = crossbeam_channel::unbounded();
+    let patterns = faults
+        .iter()
+        .map(|f| f.fault.path.as_ref().map(|p| vars.expand(p).map(|s| glob::Pattern::new(&s))).transpose())
+        .collect::<Result<Vec<_>>>()?
+        .into_iter()
+        .map(|p| p.transpose())
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .context("a fault's path glob")?;
+    let shared = Arc::new(Shared {
+        faults: faults.to_vec(),
+        patterns,
+        state: injector.state_handle()?,
+        counts: Mutex::new(vec![0; faults.len()]),
+        fired: fired_tx,
+        stop: Default::default(),
+    });
+    let notify_syscalls = (0..scenario.nodes.len())
+        .map(|i| faults.iter().filter(|f| f.node_index == i).filter_map(|f| f.syscall_nr).collect::<BTreeSet<_>>().into_iter().collect())
+        .collect();
+    let report = RunReport { bug: false, timed_out: false, fired: Vec::new(), faults: faults.len(), context: Vec::new(), workdir: workdir.to_path_buf(), trace: None, kept: false };
+    let mut run = Run {
+        scenario, faults, workdir: workdir.to_path_buf(), vars, netbed, injector, session, shared, fired_rx,
+        supervisors: Vec::new(), procs: Vec::new(), notify_syscalls, started: Instant::now(), started_boot_ns: boottime_ns(), report, resumes: Vec::new(),
+    };
+    let outcome = run.drive();
+    run.teardown();
+    outcome?;
+    Ok(run.report)
+}
+
+impl Run<'_> {
+    fn deadline(&self) -> Instant {
+        self.started + Duration::from_secs(self.scenario.run_timeout_s)
+    }
+
+    fn log_of(&self, name: &str) -> PathBuf {
+        self.workdir.join(format!("{name}.log"))
+    }
+
+    fn launch(&mut self, i: usize) -> Result<()> {
+        let node = &self.scenario.nodes[i];
+        let argv = self.vars.expand_all(&node.command)?;
+        let netns = self.netbed.of(&node.name).map(|n| n.netns.clone());
+        let syscalls = &self.notify_syscalls[i];
+        let filter = (!syscalls.is_empty()).then(|| crate::seccomp::notify_filter(syscalls));
+        let (parent_end, child_end) = UnixStream::pair()?;
+        let log = self.log_of(&node.name);
+        let launch = Launch {
+            argv: &argv,
+            log: &log,
+            netns: netns.as_deref(),
+            cwd: &self.workdir,
+            seccomp: filter.as_deref().map(|f| (f, std::os::fd::AsRawFd::as_raw_fd(&child_end))),
+            register: &[(self.injector.node_map_fd(), (i as u32).to_ne_bytes()), (self.session.targets_map_fd(), 1u32.to_ne_bytes())],
+        };
+        if filter.is_some() {
+            self.supervisors.push(supervisor::spawn(self.shared.clone(), i, parent_end)?);
+        }
+        let child = nodes::spawn(&launch)?;
+        drop(child_end);
+        let pid = child.id();
+        self.vars.pids.insert(node.name.clone(), pid);
+        let proc = NodeProc { child: Some(child), pid, ready: false };
+        if i < self.procs.len() {
+            self.procs[i] = proc;
+        } else {
+            self.procs.push(proc);
+        }
+        self.wait_ready(i)
+    }
+
+    fn wait_ready(&mut self, i: usize) -> Result<()> {
+        let node = &self.scenario.nodes[i];
+        let Some(ready) = &node.ready else {
+            self.procs[i].ready = true;
+            return Ok(());
+        };
+        let argv = self.vars.expand_all(ready)?;
+        let netns = self.netbed.of(&node.name).map(|n| n.netns.clone());
+        let log = self.workdir.join(format!("{}.ready.log", node.name));
+        let give_up = Instant::now() + Duration::from_secs(self.scenario.run_timeout_s.min(60));
+        while Instant::now() < give_up {
+            if crate::interrupt::requested() {
+                bail!("interrupted");
+            }
+            if let Some(status) = self.procs[i].child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+                bail!("node {} exited ({status}) before it was ready; its log ends: {}", node.name, nodes::log_tail(&self.log_of(&node.name), 10));
+            }
+            let status = nodes::run_until(&argv, netns.as_deref(), &self.workdir, &log, Instant::now() + Duration::from_secs(5))?;
+            if status.is_some_and(|s| s.success()) {
+                self.procs[i].ready = true;
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        bail!("node {} never became ready ({}); its log ends: {}", node.name, ready.join(" "), nodes::log_tail(&self.log_of(&node.name), 10))
+    }
+
+    fn record(&mut self, fault: usize, pid: u32, tid: u32, ts_ns: u64, detail: String) {
+        let rf = &self.faults[fault];
+        self.report.fired.push(Fired {
+            fault: fault + 1,
+            kind: format!("{:?}", rf.fault.kind).to_lowercase(),
+            node: rf.fault.node.clone(),
+            at_ms: ts_ns.saturating_sub(self.started_boot_ns) / 1_000_000,
+            pid,
+            tid,
+            detail,
+        });
+        if rf.fault.kind == FaultKind::Pause {
+            let d = Duration::from_millis(rf.fault.duration_ms.unwrap_or(0));
+            self.resumes.push((Instant::now() + d, pid));
+        }
+    }
+
+    fn handle_probe_events(&mut self, events: Vec<InjEvent>) {
+        let names = probe_names(&self.injector.probes);
+        for e in events {
+            let name = names.get(&e.probe).cloned().unwrap_or_default();
+            self.report.context.push(format!("fault {}: {name} (step {}) in pid {}", e.fault + 1, e.step, e.pid));
+            if e.fired {
+                self.record(e.fault, e.pid, e.tid, e.ts_ns, format!("at {name}"));
+            }
+        }
+        while let Ok(s) = self.fired_rx.try_recv() {
+            let detail = s.path.clone().unwrap_or_default();
+            self.record(s.fault, s.tid, s.tid, s.ts_ns, detail);
+        }
+    }
+
+    /// Injects the current fault from here when it has no context and its node is up.
+    fn fire_contextless(&mut self) -> Result<()> {
+        let (index, _) = self.injector.state()?;
+        let Some(rf) = self.faults.get(index) else { return Ok(()) };
+        if !rf.fault.after_functions.is_empty() || rf.fault.kind == FaultKind::Syscall {
+            return Ok(());
+        }
+        let proc = &self.procs[rf.node_index];
+        if !proc.ready || proc.child.is_none() {
+            return Ok(());
+        }
+        let pid = proc.pid;
+        match rf.fault.kind {
+            FaultKind::Partition => self.injector.activate_partition(index, Duration::from_millis(rf.fault.duration_ms.unwrap_or(0)))?,
+            _ => {
+                // SAFETY: kill(2) of a node process we started.
+                unsafe { libc::kill(pid as i32, rf.signal as i32) };
+            }
+        }
+        self.injector.advance_past(index)?;
+        self.record(index, pid, pid, boottime_ns(), "no context: injected when it became current".into());
+        Ok(())
+    }
+
+    fn resume_due(&mut self, all: bool) {
+        let now = Instant::now();
+        self.resumes.retain(|(at, pid)| {
+            if all || *at <= now {
+                // SAFETY: kill(2) of a node process we paused.
+                unsafe { libc::kill(*pid as i32, libc::SIGCONT) };
+                false
+            } else {
+                true
+            }
+        });
+    }
+
+    /// Restarts nodes that died and want it; marks the others down.
+    fn watch_nodes(&mut self) -> Result<()> {
+        for i in 0..self.procs.len() {
+            let exited = self.procs[i].child.as_mut().and_then(|c| c.try_wait().ok().flatten()).is_some();
+            if !exited {
+                continue;
+            }
+            self.procs[i].child = None;
+            self.procs[i].ready = false;
+            if self.scenario.nodes[i].restart {
+                self.launch(i)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn drive(&mut self) -> Result<()> {
+        for i in 0..self.scenario.nodes.len() {
+            self.launch(i)?;
+        }
+        let argv = self.vars.expand_all(&self.scenario.workload.command)?;
+        let mut workload = nodes::spawn(&Launch { argv: &argv, log: &self.log_of("workload"), netns: None, cwd: &self.workdir, seccomp: None, register: &[] })?;
+        self.started = Instant::now();
+        self.started_boot_ns = boottime_ns();
+        loop {
+            if crate::interrupt::requested() {
+                nodes::kill_group(workload.id());
+                let _ = workload.wait();
+                bail!("interrupted");
+            }
+            let events = self.injector.poll(Duration::from_millis(10))?;
+            self.handle_probe_events(events);
+            self.fire_contextless()?;
+            self.resume_due(false);
+            self.watch_nodes()?;
+            if workload.try_wait()?.is_some() {
+                break;
+            }
+            if Instant::now() >= self.deadline() {
+                self.report.timed_out = true;
+                nodes::kill_group(workload.id());
+                let _ = workload.wait();
+                break;
+            }
+        }
+        // let late probe reports arrive, and end pauses before asking the oracle
+        let events = self.injector.poll(Duration::from_millis(50))?;
+        self.handle_probe_events(events);
+        self.resume_due(true);
+        let argv = self.vars.expand_all(&self.scenario.oracle.command)?;
+        let status = nodes::run_until(&argv, None, &self.workdir, &self.log_of("oracle"), Instant::now() + Duration::from_secs(60))?;
+        self.report.bug = status.is_some_and(|s| s.success());
+        let trace_dir = self.workdir.join("trace");
+        std::fs::create_dir_all(&trace_dir)?;
+        self.report.trace = Some(self.session.dump(&trace_dir)?);
+        Ok(())
+    }
+
+    fn teardown(&mut self) {
+        self.resume_due(true);
+        for p in &mut self.procs {
+            nodes::kill_group(p.pid);
+            if let Some(mut c) = p.child.take() {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+        }
+        self.shared.stop.store(true, Ordering::Relaxed);
+        for s in self.supervisors.drain(..) {
+            let _ = s.join();
+        }
+    }
+}

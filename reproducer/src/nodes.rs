@@ -1,0 +1,166 @@
+//! Processes of a run: starting a node (its own process group, optionally in its network
+//! namespace and under a seccomp notification filter, output to `{workdir}/NAME.log`),
+//! running helper commands with a deadline, and killing everything a run started.
+use std::fs::File;
+use std::os::fd::AsRawFd;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+
+/// How to start one process of a node.
+pub struct Launch<'a> {
+    pub argv: &'a [String],
+    pub log: &'a Path,
+    pub netns: Option<&'a str>,
+    pub cwd: &'a Path,
+    /// classic-BPF seccomp filter to install before exec, and the socket to send its listener on
+    pub seccomp: Option<(&'a [libc::sock_filter], std::os::fd::RawFd)>,
+    /// BPF maps (fd, value) in which the child enters its own pid before exec, so that it is
+    /// known to the injector and the tracer from its first instruction on
+    pub register: &'a [(std::os::fd::RawFd, [u8; 4])],
+}
+
+/// bpf(BPF_MAP_UPDATE_ELEM) with the raw syscall: usable between fork and exec.
+fn map_update_raw(map_fd: std::os::fd::RawFd, key: &[u8; 4], value: &[u8; 4]) -> std::io::Result<()> {
+    #[repr(C)]
+    struct ElemAttr {
+        map_fd: u32,
+        _pad: u32,
+        key: u64,
+        value: u64,
+        flags: u64,
+    }
+    const BPF_MAP_UPDATE_ELEM: libc::c_long = 2;
+    let attr = ElemAttr { map_fd: map_fd as u32, _pad: 0, key: key.as_ptr() as u64, value: value.as_ptr() as u64, flags: 0 };
+    // SAFETY: attr points at valid key and value buffers for the duration of the call.
+    let r = unsafe { libc::syscall(libc::SYS_bpf, BPF_MAP_UPDATE_ELEM, &attr as *const ElemAttr, std::mem::size_of::<ElemAttr>()) };
+    if r < 0 { Err(std::io::Error::last_os_error()) } else { Ok(()) }
+}
+
+pub fn spawn(launch: &Launch<'_>) -> Result<Child> {
+    let (program, args) = launch.argv.split_first().context("empty command")?;
+    let log = std::fs::OpenOptions::new().create(true).append(true).open(launch.log)
+        .with_context(|| format!("log file {}", launch.log.display()))?;
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .current_dir(launch.cwd)
+        .stdin(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        .process_group(0);
+    let netns: Option<File> = match launch.netns {
+        Some(name) => Some(crate::netbed::enter_netns(name)?),
+        None => None,
+    };
+    let seccomp = launch.seccomp.map(|(f, fd)| (f.to_vec(), fd));
+    let register = launch.register.to_vec();
+    // SAFETY: the closure only makes raw syscalls (setns, prctl, seccomp, sendmsg) on data
+    // prepared before fork; it does not allocate or take locks.
+    unsafe {
+        cmd.pre_exec(move || {
+            if let Some(ns) = &netns {
+                if libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            let pid = (libc::getpid() as u32).to_ne_bytes();
+            for (fd, value) in &register {
+                map_update_raw(*fd, &pid, value)?;
+            }
+            if let Some((filter, channel)) = &seccomp {
+                crate::seccomp::install_in_child(filter, *channel)?;
+            }
+            Ok(())
+        });
+    }
+    cmd.spawn().with_context(|| format!("starting {program}"))
+}
+
+/// Runs `argv` to completion or until `deadline`; None if it was killed at the deadline.
+pub fn run_until(argv: &[String], netns: Option<&str>, cwd: &Path, log: &Path, deadline: Instant) -> Result<Option<ExitStatus>> {
+    let mut child = spawn(&Launch { argv, log, netns, cwd, seccomp: None, register: &[] })?;
+    loop {
+        if let Some(status) = child.try_wait()? {
+            return Ok(Some(status));
+        }
+        if Instant::now() >= deadline || crate::interrupt::requested() {
+            kill_group(child.id());
+            let _ = child.wait();
+            return Ok(None);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// SIGKILL to a whole process group.
+pub fn kill_group(pgid: u32) {
+    // SAFETY: kill(2) with a negative pid signals the group; no memory is involved.
+    unsafe { libc::kill(-(pgid as i32), libc::SIGKILL) };
+}
+
+/// Makes orphans of our descendants reparent to us, so that nothing a node starts escapes
+/// the final sweep, even when it daemonizes.
+pub fn become_subreaper() {
+    // SAFETY: prctl with integer arguments.
+    unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+}
+
+/// Our descendants, read from /proc.
+pub fn descendants() -> Vec<u32> {
+    let me = std::process::id();
+    let mut parent = std::collections::HashMap::new();
+    if let Ok(all) = procfs::process::all_processes() {
+        for p in all.flatten() {
+            if let Ok(stat) = p.stat() {
+                parent.insert(stat.pid as u32, stat.ppid as u32);
+            }
+        }
+    }
+    parent
+        .keys()
+        .copied()
+        .filter(|&pid| {
+            let mut cur = pid;
+            for _ in 0..64 {
+                match parent.get(&cur) {
+                    Some(&p) if p == me => return true,
+                    Some(&p) if p > 1 => cur = p,
+                    _ => return false,
+                }
+            }
+            false
+        })
+        .collect()
+}
+
+/// Kills and reaps every descendant, waiting at most `timeout`.
+pub fn sweep(timeout: Duration) -> Result<()> {
+    let start = Instant::now();
+    loop {
+        let left = descendants();
+        if left.is_empty() {
+            return Ok(());
+        }
+        for pid in &left {
+            // SAFETY: kill(2) of our own descendants.
+            unsafe { libc::kill(*pid as i32, libc::SIGKILL) };
+        }
+        // reap whatever became a zombie child of ours
+        while nix::sys::wait::waitpid(None, Some(nix::sys::wait::WaitPidFlag::WNOHANG)).map(|s| s != nix::sys::wait::WaitStatus::StillAlive).unwrap_or(false) {}
+        if start.elapsed() > timeout {
+            bail!("processes still alive after cleanup: {left:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The last `n` lines of a log file, for error messages.
+pub fn log_tail(path: &Path, n: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    let tail = &lines[lines.len().saturating_sub(n)..];
+    if tail.is_empty() { "(log is empty)".to_string() } else { tail.join(" | ") }
+}

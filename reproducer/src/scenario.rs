@@ -1,0 +1,219 @@
+//! The scenario file (TOML): how to start the system under test (nodes), drive it
+//! (workload) and tell whether the bug happened (oracle); placeholders and their expansion.
+use std::collections::HashMap;
+use std::net::Ipv4Addr;
+use std::path::Path;
+
+use anyhow::{bail, Result};
+use serde::{Deserialize, Serialize};
+
+use crate::toml_error::{line_of_key, toml_error};
+
+fn default_timeout() -> u64 {
+    60
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    pub name: String,
+    #[serde(default = "default_timeout")]
+    pub run_timeout_s: u64,
+    pub nodes: Vec<Node>,
+    pub workload: CommandSpec,
+    pub oracle: CommandSpec,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Node {
+    pub name: String,
+    pub command: Vec<String>,
+    #[serde(default)]
+    pub ready: Option<Vec<String>>,
+    #[serde(default)]
+    pub address: Option<String>,
+    /// substring of a traced process's command line that identifies this node
+    #[serde(default, rename = "match")]
+    pub match_: Option<String>,
+    #[serde(default)]
+    pub restart: bool,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct CommandSpec {
+    pub command: Vec<String>,
+}
+
+/// Values for the placeholders of one run.
+#[derive(Clone, Debug, Default)]
+pub struct Placeholders {
+    pub workdir: String,
+    pub addresses: HashMap<String, String>,
+    pub pids: HashMap<String, u32>,
+}
+
+impl Placeholders {
+    /// Replaces {workdir}, {node.NAME.address} and {node.NAME.pid} in `s`.
+    pub fn expand(&self, s: &str) -> Result<String> {
+        let mut out = String::with_capacity(s.len());
+        let mut rest = s;
+        while let Some(start) = rest.find('{') {
+            out.push_str(&rest[..start]);
+            let Some(len) = rest[start..].find('}') else {
+                out.push_str(&rest[start..]);
+                return Ok(out);
+            };
+            let name = &rest[start + 1..start + len];
+            out.push_str(&self.value(name)?);
+            rest = &rest[start + len + 1..];
+        }
+        out.push_str(rest);
+        Ok(out)
+    }
+
+    fn value(&self, name: &str) -> Result<String> {
+        if name == "workdir" {
+            return Ok(self.workdir.clone());
+        }
+        let parts: Vec<&str> = name.split('.').collect();
+        match parts.as_slice() {
+            ["node", node, "address"] => self
+                .addresses
+                .get(*node)
+                .cloned()
+                .ok_or_else(|| anyhow::anyhow!("placeholder {{{name}}}: node {node} has no address")),
+            ["node", node, "pid"] => self
+                .pids
+                .get(*node)
+                .map(|p| p.to_string())
+                .ok_or_else(|| anyhow::anyhow!("placeholder {{{name}}}: node {node} is not running")),
+            _ => bail!("unknown placeholder {{{name}}} (known: {{workdir}}, {{node.NAME.address}}, {{node.NAME.pid}})"),
+        }
+    }
+
+    pub fn expand_all(&self, argv: &[String]) -> Result<Vec<String>> {
+        argv.iter().map(|a| self.expand(a)).collect()
+    }
+}
+
+impl Scenario {
+    pub fn load(path: &Path) -> Result<Scenario> {
+        let text = std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("scenario {}: {e}", path.display()))?;
+        Self::parse(&text, &path.display().to_string())
+    }
+
+    pub fn parse(text: &str, origin: &str) -> Result<Scenario> {
+        let s: Scenario = toml::from_str(text).map_err(|e| toml_error(&e, text, &format!("scenario {origin}")))?;
+        s.validate(text, origin)?;
+        Ok(s)
+    }
+
+    pub fn node_index(&self, name: &str) -> Option<usize> {
+        self.nodes.iter().position(|n| n.name == name)
+    }
+
+    fn validate(&self, text: &str, origin: &str) -> Result<()> {
+        let at = |i: usize, field: &str| match line_of_key(text, "nodes", i, field) {
+            Some(l) => format!("scenario {origin}, line {l}: node {} field {field}", i + 1),
+            None => format!("scenario {origin}: node {} field {field}", i + 1),
+        };
+        if self.nodes.is_empty() {
+            bail!("scenario {origin}: no [[nodes]]");
+        }
+        if self.run_timeout_s == 0 {
+            bail!("scenario {origin}: run_timeout_s must be positive");
+        }
+        let mut prefix: Option<[u8; 3]> = None;
+        // a dry expansion with every node known catches unknown placeholders before any run
+        let mut probe = Placeholders { workdir: "/w".into(), ..Default::default() };
+        for n in &self.nodes {
+            probe.addresses.insert(n.name.clone(), "10.0.0.1".into());
+            probe.pids.insert(n.name.clone(), 1);
+        }
+        for (i, n) in self.nodes.iter().enumerate() {
+            if n.name.is_empty() || !n.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+                bail!("{}: '{}' must be letters, digits, - or _", at(i, "name"), n.name);
+            }
+            if self.nodes[..i].iter().any(|m| m.name == n.name) {
+                bail!("{}: node name '{}' is used twice", at(i, "name"), n.name);
+            }
+            if n.command.is_empty() {
+                bail!("{}: empty command", at(i, "command"));
+            }
+            if let Some(addr) = &n.address {
+                let ip: Ipv4Addr = addr.parse().map_err(|_| anyhow::anyhow!("{}: '{addr}' is not an IPv4 address", at(i, "address")))?;
+                let o = ip.octets();
+                let p = [o[0], o[1], o[2]];
+                if o[3] == 0 || o[3] >= 254 {
+                    bail!("{}: {addr}: the host part must be 1..253 (.254 is the test bridge)", at(i, "address"));
+                }
+                match prefix {
+                    None => prefix = Some(p),
+                    Some(q) if q != p => bail!("{}: {addr}: all node addresses must share one /24", at(i, "address")),
+                    _ => {}
+                }
+                if self.nodes[..i].iter().any(|m| m.address.as_deref() == Some(addr)) {
+                    bail!("{}: {addr} is used twice", at(i, "address"));
+                }
+            }
+            for arg in n.command.iter().chain(n.ready.iter().flatten()) {
+                probe.expand(arg).map_err(|e| anyhow::anyhow!("{}: {e}", at(i, "command")))?;
+            }
+        }
+        for (what, c) in [("workload", &self.workload), ("oracle", &self.oracle)] {
+            if c.command.is_empty() {
+                bail!("scenario {origin}: [{what}] command is empty");
+            }
+            for arg in &c.command {
+                probe.expand(arg).map_err(|e| anyhow::anyhow!("scenario {origin}: [{what}] command: {e}"))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+name = "kv"
+[[nodes]]
+name = "db1"
+command = ["server", "--dir", "{workdir}/db1"]
+address = "10.213.0.11"
+[[nodes]]
+name = "db2"
+command = ["server", "--peer", "{node.db1.address}"]
+address = "10.213.0.12"
+[workload]
+command = ["client", "{node.db1.pid}"]
+[oracle]
+command = ["true"]
+"#;
+
+    #[test]
+    fn parses_and_expands() {
+        let s = Scenario::parse(GOOD, "t").unwrap();
+        assert_eq!(s.run_timeout_s, 60);
+        let mut p = Placeholders { workdir: "/tmp/w".into(), ..Default::default() };
+        p.addresses.insert("db1".into(), "10.213.0.11".into());
+        p.pids.insert("db1".into(), 42);
+        assert_eq!(p.expand("{workdir}/x-{node.db1.address}:{node.db1.pid}").unwrap(), "/tmp/w/x-10.213.0.11:42");
+    }
+
+    #[test]
+    fn errors_point_at_the_line() {
+        let bad = GOOD.replace("10.213.0.12", "10.214.0.12");
+        let e = Scenario::parse(&bad, "s.toml").unwrap_err().to_string();
+        assert!(e.contains("line 10") && e.contains("address"), "{e}");
+        let bad = GOOD.replace("{node.db1.pid}", "{node.db9.pid}");
+        let e = Scenario::parse(&bad, "s.toml").unwrap_err().to_string();
+        assert!(e.contains("db9"), "{e}");
+        let bad = GOOD.replace("name = \"db2\"", "name = \"db2\"\nrestrat = true");
+        let e = Scenario::parse(&bad, "s.toml").unwrap_err().to_string();
+        assert!(e.contains("line 9") && e.contains("restrat"), "{e}");
+    }
+}
