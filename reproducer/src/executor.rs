@@ -32,7 +32,7 @@ pub struct Fired {
     pub fault: usize,
     pub kind: String,
     pub node: String,
-    /// milliseconds since the workload started
+    /// milliseconds since the first node was started
     pub at_ms: u64,
     pub pid: u32,
     pub tid: u32,
@@ -329,20 +329,23 @@ impl Run<'_> {
     }
 
     fn drive(&mut self) -> Result<()> {
+        self.started_boot_ns = boottime_ns();
         for i in 0..self.scenario.nodes.len() {
             self.launch(i)?;
         }
         let argv = self.vars.expand_all(&self.scenario.workload.command)?;
         let mut workload = nodes::spawn(&Launch { argv: &argv, log: &self.log_of("workload"), netns: None, cwd: &self.workdir, seccomp: None, register: &[] })?;
         self.started = Instant::now();
-        self.started_boot_ns = boottime_ns();
         loop {
             if crate::interrupt::requested() {
                 nodes::kill_group(workload.id());
                 let _ = workload.wait();
                 bail!("interrupted");
             }
-            let events = self.injector.poll(Duration::from_millis(10))?;
+            let events = match self.injector.poll(Duration::from_millis(10)) {
+                Err(e) if crate::interrupt::requested() => bail!("interrupted ({e})"),
+                other => other?,
+            };
             self.handle_probe_events(events);
             self.fire_contextless()?;
             self.resume_due(false);
@@ -367,6 +370,8 @@ impl Run<'_> {
         let trace_dir = self.workdir.join("trace");
         std::fs::create_dir_all(&trace_dir)?;
         self.report.trace = Some(self.session.dump(&trace_dir)?);
+        // what the injector did, for whoever reads this run later (the diagnosis feedback)
+        std::fs::write(self.workdir.join("run.json"), serde_json::to_vec_pretty(&self.report)?)?;
         Ok(())
     }
 
@@ -378,6 +383,9 @@ impl Run<'_> {
                 let _ = c.kill();
                 let _ = c.wait();
             }
+        }
+        if let Err(e) = nodes::sweep(Duration::from_secs(10)) {
+            log::warn!("cleanup: {e:#}");
         }
         self.shared.stop.store(true, Ordering::Relaxed);
         for s in self.supervisors.drain(..) {

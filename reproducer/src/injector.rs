@@ -251,7 +251,10 @@ impl Injector {
 
     /// Waits up to `timeout` for probe reports and returns them.
     pub fn poll(&self, timeout: Duration) -> Result<Vec<InjEvent>> {
-        self.ring.poll(timeout)?;
+        match self.ring.poll(timeout) {
+            Err(e) if e.kind() == libbpf_rs::ErrorKind::Interrupted => {}
+            other => other?,
+        }
         Ok(self.events.try_iter().collect())
     }
 }

@@ -72,7 +72,11 @@ impl Netbed {
 
 impl Drop for Netbed {
     fn drop(&mut self) {
-        // deleting a namespace deletes the veth pair with it
+        // delete the veth pairs first: a namespace is destroyed asynchronously, and its
+        // veth ends would otherwise outlive this call for a while
+        for n in &self.nodes {
+            let _ = ip(&["link", "del", &n.host_veth]);
+        }
         for ns in self.created_netns.drain(..) {
             if let Err(e) = ip(&["netns", "del", &ns]) {
                 log::warn!("cleanup: {e:#}");

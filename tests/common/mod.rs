@@ -47,7 +47,10 @@ pub fn program(name: &str) -> PathBuf {
 }
 
 pub fn tracerd_bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_tracerd"))
+    match option_env!("CARGO_BIN_EXE_tracerd") {
+        Some(p) => PathBuf::from(p),
+        None => workspace_root().join("target/release/tracerd"),
+    }
 }
 
 /// A tracerd daemon started by a test; stopped (and reaped) on drop.

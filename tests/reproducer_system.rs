@@ -1,0 +1,355 @@
+//! System tests of `reproducer run` / `replay` on the real kernel, as root: one test per
+//! precision claim, each against tests/programs/faulty.c, each asserting the replay rate
+//! (10/10) and, from a kept run, that the fault fired at the right point. After every test:
+//! no stray process, network namespace, bridge or BPF link.
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use common::*;
+
+fn reproducer_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_reproducer"))
+}
+
+fn faulty() -> String {
+    program("faulty").display().to_string()
+}
+
+/// Writes the scenario and schedule into a temp dir.
+fn files(scenario: &str, schedule: &str) -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let sc = dir.path().join("scenario.toml");
+    let sch = dir.path().join("schedule.toml");
+    std::fs::write(&sc, scenario.replace("FAULTY", &faulty())).unwrap();
+    std::fs::write(&sch, schedule).unwrap();
+    (dir, sc, sch)
+}
+
+fn reproducer(args: &[&str]) -> Output {
+    Command::new(reproducer_bin()).args(args).output().expect("running reproducer")
+}
+
+fn text(o: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+fn link_count() -> usize {
+    let out = Command::new("bpftool").args(["link", "list"]).output().expect("bpftool");
+    String::from_utf8_lossy(&out.stdout).lines().filter(|l| !l.starts_with(' ') && !l.is_empty()).count()
+}
+
+fn assert_clean(links_before: usize) {
+    let netns = String::from_utf8_lossy(&Command::new("ip").args(["netns", "list"]).output().unwrap().stdout).to_string();
+    assert!(!netns.lines().any(|l| l.starts_with("rp")), "stray network namespaces: {netns}");
+    let links = String::from_utf8_lossy(&Command::new("ip").args(["-o", "link"]).output().unwrap().stdout).to_string();
+    assert!(!links.lines().any(|l| l.contains(": rpb") || l.contains(": rp")), "stray interfaces: {links}");
+    let procs = Command::new("pgrep").args(["-x", "faulty"]).output().unwrap();
+    assert!(procs.stdout.is_empty(), "stray processes: {}", String::from_utf8_lossy(&procs.stdout));
+    // links are released asynchronously after the process exits
+    for _ in 0..50 {
+        if link_count() <= links_before {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(link_count() <= links_before, "stray BPF links");
+}
+
+/// Replays 10 times (asserting 10/10), then one kept run; returns that run's output and dir.
+fn replay_and_keep(scenario: &str, schedule: &str) -> (String, PathBuf) {
+    require_root();
+    let links = link_count();
+    let (_dir, sc, sch) = files(scenario, schedule);
+    let out = reproducer(&["replay", "--scenario", sc.to_str().unwrap(), "--schedule", sch.to_str().unwrap(), "--runs", "10"]);
+    let t = text(&out);
+    assert!(t.contains("replay rate: 10/10"), "{t}");
+    assert!(out.status.success());
+    assert_clean(links);
+    let out = reproducer(&["run", "--scenario", sc.to_str().unwrap(), "--schedule", sch.to_str().unwrap(), "--keep"]);
+    let t = text(&out);
+    assert!(out.status.success(), "{t}");
+    let workdir = t.lines().find_map(|l| l.strip_prefix("run directory: ")).map(PathBuf::from).expect("run directory printed");
+    assert_clean(links);
+    (t, workdir)
+}
+
+fn log(workdir: &Path, node: &str) -> String {
+    std::fs::read_to_string(workdir.join(format!("{node}.log"))).unwrap_or_default()
+}
+
+fn trace_events(workdir: &Path) -> Vec<serde_json::Value> {
+    let dir = workdir.join("trace");
+    let dump = std::fs::read_dir(&dir).unwrap().next().unwrap().unwrap().path();
+    inspect_json(&dump)
+}
+
+/// A workload that waits until NODE's log contains TEXT (at most 10 s).
+fn wait_for(node: &str, needle: &str) -> String {
+    format!(r#"["sh", "-c", "for i in $(seq 200); do grep -q '{needle}' {{workdir}}/{node}.log && exit 0; sleep 0.05; done; exit 1"]"#)
+}
+
+#[test]
+fn fails_the_third_write_to_one_file_only() {
+    let scenario = format!(
+        r#"name = "writes"
+run_timeout_s = 20
+[[nodes]]
+name = "n1"
+command = ["FAULTY", "writes", "{{workdir}}/n1"]
+[workload]
+command = {}
+[oracle]
+command = ["sh", "-c", "grep -q 'write 3 to a: No space' {{workdir}}/n1.log && [ $(grep -c 'No space' {{workdir}}/n1.log) -eq 1 ]"]
+"#,
+        wait_for("n1", "write 5 to b")
+    );
+    let schedule = "[[faults]]\nnode = \"n1\"\nkind = \"syscall\"\nsyscall = \"write\"\nerrno = \"ENOSPC\"\npath = \"{workdir}/n1/a\"\nnth = 3\n";
+    let (out, workdir) = replay_and_keep(&scenario, schedule);
+    assert!(out.contains("faults fired: 1/1"), "{out}");
+    let n1 = log(&workdir, "n1");
+    assert!(n1.contains("write 2 to a: ok") && n1.contains("write 4 to a: ok") && n1.contains("write 3 to b: ok"), "{n1}");
+    let failed: Vec<_> = trace_events(&workdir).into_iter().filter(|e| e["kind"] == "syscall_failure" && e["syscall"] == "write").collect();
+    assert_eq!(failed.len(), 1, "the run's trace shows exactly the injected failure: {failed:#?}");
+    assert_eq!(failed[0]["errno"], "ENOSPC");
+    assert!(failed[0]["path"].as_str().unwrap().ends_with("/n1/a"));
+    let _ = std::fs::remove_dir_all(&workdir);
+}
+
+#[test]
+fn fails_openat_only_after_function_f() {
+    let scenario = format!(
+        r#"name = "open-after"
+[[nodes]]
+name = "n1"
+command = ["FAULTY", "open-after", "{{workdir}}/n1"]
+[workload]
+command = {}
+[oracle]
+command = ["sh", "-c", "grep -q 'open before f: ok' {{workdir}}/n1.log && grep -q 'open after f: Permission denied' {{workdir}}/n1.log"]
+"#,
+        wait_for("n1", "open after f")
+    );
+    let schedule = "[[faults]]\nnode = \"n1\"\nkind = \"syscall\"\nsyscall = \"openat\"\nerrno = \"EACCES\"\npath = \"{workdir}/n1/x\"\nafter_functions = [\"stage_f\"]\n";
+    let (out, workdir) = replay_and_keep(&scenario, schedule);
+    assert!(out.contains("faults fired: 1/1"), "{out}");
+    let _ = std::fs::remove_dir_all(&workdir);
+}
+
+#[test]
+fn crashes_at_entry_of_g_not_h() {
+    let scenario = format!(
+        r#"name = "crash-order"
+[[nodes]]
+name = "n1"
+command = ["FAULTY", "crash-order"]
+[workload]
+command = {}
+[oracle]
+command = ["sh", "-c", "grep -q 'h done' {{workdir}}/n1.log && ! grep -q 'g entered' {{workdir}}/n1.log"]
+"#,
+        wait_for("n1", "h done")
+    );
+    let schedule = "[[faults]]\nnode = \"n1\"\nkind = \"crash\"\nafter_functions = [\"stage_g\"]\n";
+    let (out, workdir) = replay_and_keep(&scenario, schedule);
+    assert!(out.contains("at stage_g"), "{out}");
+    let killed = trace_events(&workdir).into_iter().any(|e| e["state"] == "killed" && e["signal"] == "SIGKILL");
+    assert!(killed, "the trace shows the kill");
+    let _ = std::fs::remove_dir_all(&workdir);
+}
+
+/// Offset of `label` from `function` in `binary`, from its symbol table.
+fn symbol_offset(binary: &str, function: &str, label: &str) -> u64 {
+    let out = run_ok(Command::new("nm").arg(binary));
+    let addr = |name: &str| {
+        out.lines()
+            .find(|l| l.split_whitespace().nth(2) == Some(name))
+            .and_then(|l| u64::from_str_radix(l.split_whitespace().next().unwrap(), 16).ok())
+            .unwrap_or_else(|| panic!("{name} not in {binary}"))
+    };
+    addr(label) - addr(function)
+}
+
+#[test]
+fn crashes_at_an_offset_inside_a_function() {
+    let offset = symbol_offset(&faulty(), "stage_k", "stage_k_mid");
+    assert!(offset > 0);
+    let scenario = format!(
+        r#"name = "offset"
+[[nodes]]
+name = "n1"
+command = ["FAULTY", "offset"]
+[workload]
+command = {}
+[oracle]
+command = ["sh", "-c", "grep -q 'k first half' {{workdir}}/n1.log && ! grep -q 'k second half' {{workdir}}/n1.log"]
+"#,
+        wait_for("n1", "k first half")
+    );
+    let schedule = format!("[[faults]]\nnode = \"n1\"\nkind = \"crash\"\nafter_functions = [\"stage_k\"]\noffset = {offset}\n");
+    let (out, workdir) = replay_and_keep(&scenario, &schedule);
+    assert!(out.contains(&format!("at stage_k+{offset}")), "{out}");
+    let _ = std::fs::remove_dir_all(&workdir);
+}
+
+#[test]
+fn pauses_a_process_for_two_seconds() {
+    let scenario = format!(
+        r#"name = "pause"
+[[nodes]]
+name = "n1"
+command = ["FAULTY", "ticks", "3500"]
+[workload]
+command = {}
+[oracle]
+command = ["sh", "-c", "gap=$(sed -n 's/longest tick gap \\([0-9]*\\) ms/\\1/p' {{workdir}}/n1.log); [ \"$gap\" -ge 1950 ] && [ \"$gap\" -lt 2600 ]"]
+"#,
+        wait_for("n1", "longest tick gap")
+    );
+    let schedule = "[[faults]]\nnode = \"n1\"\nkind = \"pause\"\nafter_functions = [\"stage_p\"]\nduration_ms = 2000\n";
+    let (out, workdir) = replay_and_keep(&scenario, schedule);
+    assert!(out.contains("at stage_p"), "{out}");
+    let paused = trace_events(&workdir).into_iter().find(|e| e["state"] == "paused").expect("the trace shows the pause");
+    let ms = paused["duration_ms"].as_u64().unwrap();
+    assert!((1900..2600).contains(&ms), "paused {ms} ms");
+    let _ = std::fs::remove_dir_all(&workdir);
+}
+
+#[test]
+fn partitions_two_nodes_for_three_seconds() {
+    let scenario = format!(
+        r#"name = "partition"
+run_timeout_s = 30
+[[nodes]]
+name = "server"
+command = ["FAULTY", "serve", "7000"]
+address = "10.219.0.11"
+ready = ["sh", "-c", "grep -q listening {{workdir}}/server.log"]
+[[nodes]]
+name = "client"
+command = ["FAULTY", "ping", "{{node.server.address}}", "7000", "6000"]
+address = "10.219.0.12"
+[workload]
+command = {}
+[oracle]
+command = ["sh", "-c", "w=$(sed -n 's/worst rtt \\([0-9]*\\) ms/\\1/p' {{workdir}}/client.log); [ \"$w\" -ge 2500 ]"]
+"#,
+        wait_for("client", "worst rtt")
+    );
+    let schedule = "[[faults]]\nnode = \"client\"\nkind = \"partition\"\npeers = [\"server\"]\nduration_ms = 3000\n";
+    let (out, workdir) = replay_and_keep(&scenario, schedule);
+    assert!(out.contains("fault 1 partition on client"), "{out}");
+    let client = log(&workdir, "client");
+    assert!(client.contains("worst rtt"), "the connection recovered after the partition: {client}");
+    let gap = trace_events(&workdir).into_iter().any(|e| e["kind"] == "network_gap" && e["duration_ms"].as_u64().unwrap_or(0) >= 2500);
+    assert!(gap, "the trace shows the silence");
+    let _ = std::fs::remove_dir_all(&workdir);
+}
+
+#[test]
+fn forked_child_counts_against_its_node() {
+    let scenario = format!(
+        r#"name = "fork"
+[[nodes]]
+name = "n1"
+command = ["FAULTY", "fork-write", "{{workdir}}/n1"]
+[workload]
+command = {}
+[oracle]
+command = ["sh", "-c", "grep -q 'write 2 to c: No space' {{workdir}}/n1.log && grep -q 'write 3 to c: ok' {{workdir}}/n1.log"]
+"#,
+        wait_for("n1", "write 3 to c")
+    );
+    let schedule = "[[faults]]\nnode = \"n1\"\nkind = \"syscall\"\nsyscall = \"write\"\nerrno = \"ENOSPC\"\npath = \"{workdir}/n1/c\"\nnth = 2\n";
+    replay_and_keep(&scenario, schedule);
+}
+
+#[test]
+fn restarted_node_keeps_counting() {
+    // the node writes a five times and exits; restarted, it writes a five times more:
+    // the 7th write to a overall is the 2nd of the second incarnation
+    let scenario = format!(
+        r#"name = "restart"
+[[nodes]]
+name = "n1"
+command = ["FAULTY", "writes", "{{workdir}}/n1"]
+restart = true
+[workload]
+command = ["sh", "-c", "for i in $(seq 200); do [ $(grep -c 'write 5 to b' {{workdir}}/n1.log) -ge 2 ] && exit 0; sleep 0.05; done; exit 1"]
+[oracle]
+command = ["sh", "-c", "[ $(grep -c 'No space' {{workdir}}/n1.log) -eq 1 ] && [ $(grep -c 'write 2 to a: No space' {{workdir}}/n1.log) -eq 1 ]"]
+"#
+    );
+    let schedule = "[[faults]]\nnode = \"n1\"\nkind = \"syscall\"\nsyscall = \"write\"\nerrno = \"ENOSPC\"\npath = \"{workdir}/n1/a\"\nnth = 7\n";
+    replay_and_keep(&scenario, schedule);
+}
+
+#[test]
+fn second_fault_waits_for_the_first() {
+    // stage_g runs before the write that fires fault 1, so fault 2 (crash after stage_g)
+    // must not fire: its context only counts once fault 1 has been injected
+    let scenario = format!(
+        r#"name = "order"
+[[nodes]]
+name = "n1"
+command = ["FAULTY", "two-faults", "{{workdir}}/n1"]
+[workload]
+command = {}
+[oracle]
+command = ["sh", "-c", "grep -q 'write 1 to a: Input/output error' {{workdir}}/n1.log && grep -q 'write 2 to a: ok' {{workdir}}/n1.log"]
+"#,
+        wait_for("n1", "write 2 to a")
+    );
+    let schedule = "[[faults]]\nnode = \"n1\"\nkind = \"syscall\"\nsyscall = \"write\"\nerrno = \"EIO\"\npath = \"{workdir}/n1/a\"\n\n[[faults]]\nnode = \"n1\"\nkind = \"crash\"\nafter_functions = [\"stage_g\"]\n";
+    let (out, _workdir) = replay_and_keep(&scenario, schedule);
+    assert!(out.contains("faults fired: 1/2"), "{out}");
+}
+
+#[test]
+fn bad_schedule_names_file_line_and_field() {
+    require_root();
+    let scenario = "name = \"s\"\n[[nodes]]\nname = \"n1\"\ncommand = [\"true\"]\n[workload]\ncommand = [\"true\"]\n[oracle]\ncommand = [\"true\"]\n";
+    for (schedule, needle) in [
+        ("[[faults]]\nnode = \"n1\"\nkind = \"syscall\"\nsyscall = \"wrte\"\nerrno = \"ENOSPC\"\n", "line 4"),
+        ("[[faults]]\nnode = \"n9\"\nkind = \"crash\"\n", "n9"),
+        ("[[faults]]\nnode = \"n1\"\nkind = \"crash\"\nsignal = \"SIGNOPE\"\n", "SIGNOPE"),
+        ("[[faults]]\nnode = \"n1\"\nkind = \"crash\"\nbogus = 1\n", "bogus"),
+        ("[[faults]]\nnode = \"n1\"\nkind = \"syscall\"\nsyscall = \"write\"\nerrno = \"EWHAT\"\n", "EWHAT"),
+    ] {
+        let (_d, sc, sch) = files(scenario, schedule);
+        let out = reproducer(&["run", "--scenario", sc.to_str().unwrap(), "--schedule", sch.to_str().unwrap()]);
+        let t = text(&out);
+        assert!(!out.status.success(), "{schedule}");
+        assert!(t.contains("schedule.toml") && t.contains(needle), "{t}");
+        assert_eq!(t.trim_end().lines().count(), 1, "{t}");
+    }
+}
+
+#[test]
+fn node_that_never_becomes_ready_shows_its_log() {
+    require_root();
+    let scenario = "name = \"s\"\nrun_timeout_s = 3\n[[nodes]]\nname = \"n1\"\ncommand = [\"sh\", \"-c\", \"echo starting up; echo config broken; sleep 30\"]\nready = [\"false\"]\n[workload]\ncommand = [\"true\"]\n[oracle]\ncommand = [\"true\"]\n";
+    let links = link_count();
+    let (_d, sc, _) = files(scenario, "");
+    let out = reproducer(&["run", "--scenario", sc.to_str().unwrap()]);
+    let t = text(&out);
+    assert!(!out.status.success());
+    assert!(t.contains("never became ready") && t.contains("config broken"), "{t}");
+    assert_clean(links);
+}
+
+#[test]
+fn sigint_mid_run_leaves_nothing_behind() {
+    require_root();
+    let scenario = "name = \"s\"\nrun_timeout_s = 60\n[[nodes]]\nname = \"a\"\ncommand = [\"FAULTY\", \"serve\", \"7000\"]\naddress = \"10.219.1.11\"\n[[nodes]]\nname = \"b\"\ncommand = [\"FAULTY\", \"ticks\", \"60000\"]\naddress = \"10.219.1.12\"\n[workload]\ncommand = [\"sleep\", \"60\"]\n[oracle]\ncommand = [\"true\"]\n";
+    let links = link_count();
+    let (_d, sc, _) = files(scenario, "");
+    let mut child = Command::new(reproducer_bin()).args(["run", "--scenario", sc.to_str().unwrap()]).spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = child.wait().unwrap();
+    assert!(!status.success(), "an interrupted run is not a success");
+    assert_clean(links);
+}
