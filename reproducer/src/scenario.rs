@@ -198,10 +198,10 @@ command = ["true"]
     fn parses_and_expands() {
         let s = Scenario::parse(GOOD, "t").unwrap();
         assert_eq!(s.run_timeout_s, 60);
-        let mut p = Placeholders { workdir: "/tmp/w".into(), ..Default::default() };
+        let mut p = Placeholders { workdir: "/srv/w".into(), ..Default::default() };
         p.addresses.insert("db1".into(), "10.213.0.11".into());
         p.pids.insert("db1".into(), 42);
-        assert_eq!(p.expand("{workdir}/x-{node.db1.address}:{node.db1.pid}").unwrap(), "/tmp/w/x-10.213.0.11:42");
+        assert_eq!(p.expand("{workdir}/x-{node.db1.address}:{node.db1.pid}").unwrap(), "/srv/w/x-10.213.0.11:42");
     }
 
     #[test]
