@@ -105,7 +105,7 @@ impl Engine {
         if functions.is_empty() {
             open.progs.function_hit.set_autoload(false);
         }
-        let mut skel = open.load().context("loading the BPF programs (is this kernel 5.15 or newer with BTF?)")?;
+        let mut skel = open.load().context("loading the BPF programs (tracerd is tested on Linux 6.18 with BTF; RUST_LOG=libbpf=debug shows the verifier log)")?;
         fill_static_maps(&skel, config)?;
         skel.attach().context("attaching the BPF programs")?;
         // Seed after attaching, so that a fork between the scan and the attach is not missed.
