@@ -112,17 +112,26 @@ unsafe fn install_listener(filter: &[libc::sock_filter]) -> io::Result<RawFd> {
     Ok(fd as RawFd)
 }
 
+/// A msghdr carrying one data byte and room for one SCM_RIGHTS fd, pointing into the
+/// caller's buffers (shared by the allocation-free sender and the receiver).
+fn fd_msghdr(iov: &mut libc::iovec, buf: &mut FdCmsgBuf) -> libc::msghdr {
+    // SAFETY: msghdr is a plain C struct for which all-zero is a valid value.
+    let mut msg: libc::msghdr = unsafe { zeroed() };
+    msg.msg_iov = iov;
+    msg.msg_iovlen = 1;
+    // SAFETY: taking a pointer into the union's byte view; nothing is read through it here.
+    msg.msg_control = unsafe { buf.bytes.as_mut_ptr() }.cast();
+    msg.msg_controllen = FD_CMSG_SPACE as _;
+    msg
+}
+
 /// Sends `fd` with SCM_RIGHTS (and one data byte) on the stream socket `channel`, with
 /// sendmmsg instead of sendmsg when `use_mmsg`. Allocation-free.
 unsafe fn send_fd(channel: RawFd, fd: RawFd, use_mmsg: bool) -> io::Result<()> {
     let mut byte = [b'L'];
     let mut iov = libc::iovec { iov_base: byte.as_mut_ptr().cast(), iov_len: 1 };
     let mut buf: FdCmsgBuf = unsafe { zeroed() };
-    let mut msg: libc::msghdr = unsafe { zeroed() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = unsafe { buf.bytes.as_mut_ptr() }.cast();
-    msg.msg_controllen = FD_CMSG_SPACE as _;
+    let msg = fd_msghdr(&mut iov, &mut buf);
     unsafe {
         let cmsg = libc::CMSG_FIRSTHDR(&msg);
         (*cmsg).cmsg_level = libc::SOL_SOCKET;
@@ -198,14 +207,9 @@ fn take_rights(msg: &libc::msghdr) -> Option<OwnedFd> {
 pub fn receive_listener(channel: &UnixStream) -> io::Result<Listener> {
     let mut byte = [0u8; 1];
     let mut iov = libc::iovec { iov_base: byte.as_mut_ptr().cast(), iov_len: 1 };
-    // SAFETY: plain C structs for which all-zero is a valid value.
+    // SAFETY: a plain C union for which all-zero is a valid value.
     let mut buf: FdCmsgBuf = unsafe { zeroed() };
-    let mut msg: libc::msghdr = unsafe { zeroed() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    // SAFETY: taking a pointer into the union's byte view; nothing is read through it here.
-    msg.msg_control = unsafe { buf.bytes.as_mut_ptr() }.cast();
-    msg.msg_controllen = FD_CMSG_SPACE as _;
+    let mut msg = fd_msghdr(&mut iov, &mut buf);
     let fd = channel.as_raw_fd();
     // SAFETY: msg points to live buffers of the sizes it declares.
     let n = retry_eintr(|| unsafe { libc::recvmsg(fd, &mut msg, libc::MSG_CMSG_CLOEXEC) })?;
