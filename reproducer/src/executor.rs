@@ -25,6 +25,9 @@ pub struct RunOptions {
     pub keep: bool,
     /// where kept runs go (default: the system temp dir)
     pub base_dir: Option<PathBuf>,
+    /// functions to trace besides the schedule's contexts (BINARY:SYMBOL or SYMBOL of the
+    /// node's own binary), so a run's trace can be compared with production
+    pub trace_functions: Vec<(usize, String)>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -51,6 +54,8 @@ pub struct RunReport {
     pub workdir: PathBuf,
     pub trace: Option<PathBuf>,
     pub kept: bool,
+    /// every node process started, restarts included: (node, pid)
+    pub launched: Vec<(String, u32)>,
 }
 
 struct NodeProc {
@@ -87,12 +92,20 @@ fn resolve_binary(cmd: &str) -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(cmd))
 }
 
-fn trace_config(faults: &[ResolvedFault], infos: &[NodeInfo]) -> tracerd::config::Config {
+fn function_spec(func: &str, node: &NodeInfo) -> String {
+    if func.contains(':') { func.to_string() } else { format!("{}:{func}", node.binary.display()) }
+}
+
+fn trace_config(faults: &[ResolvedFault], infos: &[NodeInfo], extra: &[(usize, String)]) -> tracerd::config::Config {
     let mut functions = BTreeSet::new();
     for f in faults {
         for func in &f.fault.after_functions {
-            let spec = if func.contains(':') { func.clone() } else { format!("{}:{func}", infos[f.node_index].binary.display()) };
-            functions.insert(spec);
+            functions.insert(function_spec(func, &infos[f.node_index]));
+        }
+    }
+    for (node, func) in extra {
+        if let Some(info) = infos.get(*node) {
+            functions.insert(function_spec(func, info));
         }
     }
     tracerd::config::Config {
@@ -127,7 +140,6 @@ pub fn run(scenario: &Scenario, faults: &[ResolvedFault], opts: &RunOptions) -> 
 }
 
 fn run_in(scenario: &Scenario, faults: &[ResolvedFault], workdir: &Path, opts: &RunOptions) -> Result<RunReport> {
-    let _ = opts;
     static RUN_SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let run_id = (std::process::id() % 10000) * 10 + RUN_SEQ.fetch_add(1, Ordering::Relaxed) % 10;
     let netbed = Netbed::create(scenario, run_id)?;
@@ -142,7 +154,7 @@ fn run_in(scenario: &Scenario, faults: &[ResolvedFault], workdir: &Path, opts: &
         let net = netbed.of(&n.name);
         infos.push(NodeInfo { binary, address: n.address.clone(), host_veth: net.map(|x| x.host_veth.clone()) });
     }
-    let session = tracerd::session::TraceSession::start(trace_config(faults, &infos)).context("starting the run's tracing")?;
+    let session = tracerd::session::TraceSession::start(trace_config(faults, &infos, &opts.trace_functions)).context("starting the run's tracing")?;
     let injector = Injector::start(faults, &infos)?;
     let (fired_tx, fired_rx) = crossbeam_channel::unbounded();
     let patterns = faults
@@ -164,7 +176,7 @@ fn run_in(scenario: &Scenario, faults: &[ResolvedFault], workdir: &Path, opts: &
     let notify_syscalls = (0..scenario.nodes.len())
         .map(|i| faults.iter().filter(|f| f.node_index == i).filter_map(|f| f.syscall_nr).collect::<BTreeSet<_>>().into_iter().collect())
         .collect();
-    let report = RunReport { bug: false, timed_out: false, fired: Vec::new(), faults: faults.len(), context: Vec::new(), workdir: workdir.to_path_buf(), trace: None, kept: false };
+    let report = RunReport { bug: false, timed_out: false, fired: Vec::new(), faults: faults.len(), context: Vec::new(), workdir: workdir.to_path_buf(), trace: None, kept: false, launched: Vec::new() };
     let mut run = Run {
         scenario, faults, workdir: workdir.to_path_buf(), vars, netbed, injector, session, shared, fired_rx,
         supervisors: Vec::new(), procs: Vec::new(), notify_syscalls, started: Instant::now(), started_boot_ns: boottime_ns(), report, resumes: Vec::new(),
@@ -207,6 +219,7 @@ impl Run<'_> {
         drop(child_end);
         let pid = child.id();
         self.vars.pids.insert(node.name.clone(), pid);
+        self.report.launched.push((node.name.clone(), pid));
         let proc = NodeProc { child: Some(child), pid, ready: false };
         if i < self.procs.len() {
             self.procs[i] = proc;

@@ -4,6 +4,7 @@ pub mod executor;
 pub mod injector;
 pub mod interrupt;
 pub mod netbed;
+pub mod nodemap;
 pub mod nodes;
 pub mod scenario;
 pub mod schedule;

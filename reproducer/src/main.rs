@@ -81,7 +81,7 @@ fn main_inner(cli: Cli) -> Result<bool> {
     match cli.command {
         Command::Run { scenario, schedule, keep } => {
             let (sc, faults) = load(&scenario, schedule.as_deref())?;
-            let r = run(&sc, &faults, &RunOptions { keep, base_dir: None })?;
+            let r = run(&sc, &faults, &RunOptions { keep, ..Default::default() })?;
             print_report(&r);
             Ok(true)
         }
@@ -92,7 +92,7 @@ fn main_inner(cli: Cli) -> Result<bool> {
             let (sc, faults) = load(&scenario, Some(&schedule))?;
             let mut bugs = 0;
             for i in 1..=runs {
-                let r = run(&sc, &faults, &RunOptions { keep, base_dir: None })?;
+                let r = run(&sc, &faults, &RunOptions { keep, ..Default::default() })?;
                 bugs += r.bug as u32;
                 println!("run {i}/{runs}: bug {}, faults fired {}/{}{}", if r.bug { "yes" } else { "no" }, r.fired.len(), r.faults,
                     if keep { format!(", kept in {}", r.workdir.display()) } else { String::new() });
