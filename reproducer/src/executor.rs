@@ -56,6 +56,9 @@ pub struct RunReport {
     pub kept: bool,
     /// every node process started, restarts included: (node, pid)
     pub launched: Vec<(String, u32)>,
+    /// per fault: matching calls seen while it was current (syscall faults), so a caller
+    /// can tell "the Nth call never came" from "it came and failed"
+    pub matched: Vec<u32>,
 }
 
 struct NodeProc {
@@ -139,6 +142,19 @@ pub fn run(scenario: &Scenario, faults: &[ResolvedFault], opts: &RunOptions) -> 
     Ok(report)
 }
 
+/// Exit 0 is the bug and any other exit its absence; an oracle that cannot run or does
+/// not finish makes the run an error (a search on a broken oracle is wasted time).
+fn oracle_verdict(status: Option<std::process::ExitStatus>, log: &Path) -> Result<bool> {
+    use std::os::unix::process::ExitStatusExt;
+    let Some(status) = status else { bail!("the oracle did not finish within 60 s; its log ends: {}", nodes::log_tail(log, 5)) };
+    match (status.code(), status.signal()) {
+        (Some(0), _) => Ok(true),
+        (Some(126 | 127), _) => bail!("the oracle could not be started (exit {}); its log ends: {}", status.code().unwrap_or(0), nodes::log_tail(log, 5)),
+        (None, Some(sig)) => bail!("the oracle was killed by signal {sig}; its log ends: {}", nodes::log_tail(log, 5)),
+        _ => Ok(false),
+    }
+}
+
 fn run_in(scenario: &Scenario, faults: &[ResolvedFault], workdir: &Path, opts: &RunOptions) -> Result<RunReport> {
     static RUN_SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let run_id = (std::process::id() % 10000) * 10 + RUN_SEQ.fetch_add(1, Ordering::Relaxed) % 10;
@@ -176,7 +192,7 @@ fn run_in(scenario: &Scenario, faults: &[ResolvedFault], workdir: &Path, opts: &
     let notify_syscalls = (0..scenario.nodes.len())
         .map(|i| faults.iter().filter(|f| f.node_index == i).filter_map(|f| f.syscall_nr).collect::<BTreeSet<_>>().into_iter().collect())
         .collect();
-    let report = RunReport { bug: false, timed_out: false, fired: Vec::new(), faults: faults.len(), context: Vec::new(), workdir: workdir.to_path_buf(), trace: None, kept: false, launched: Vec::new() };
+    let report = RunReport { bug: false, timed_out: false, fired: Vec::new(), faults: faults.len(), context: Vec::new(), workdir: workdir.to_path_buf(), trace: None, kept: false, launched: Vec::new(), matched: Vec::new() };
     let mut run = Run {
         scenario, faults, workdir: workdir.to_path_buf(), vars, netbed, injector, session, shared, fired_rx,
         supervisors: Vec::new(), procs: Vec::new(), notify_syscalls, started: Instant::now(), started_boot_ns: boottime_ns(), report, resumes: Vec::new(),
@@ -379,7 +395,8 @@ impl Run<'_> {
         self.resume_due(true);
         let argv = self.vars.expand_all(&self.scenario.oracle.command)?;
         let status = nodes::run_until(&argv, None, &self.workdir, &self.log_of("oracle"), Instant::now() + Duration::from_secs(60))?;
-        self.report.bug = status.is_some_and(|s| s.success());
+        self.report.bug = oracle_verdict(status, &self.log_of("oracle"))?;
+        self.report.matched = self.shared.counts.lock().map(|c| c.clone()).unwrap_or_default();
         let trace_dir = self.workdir.join("trace");
         std::fs::create_dir_all(&trace_dir)?;
         self.report.trace = Some(self.session.dump(&trace_dir)?);

@@ -1,5 +1,7 @@
 //! reproducer: runs a scenario (nodes, workload, oracle) on a local testbed and injects a
 //! fault schedule at exactly the points the schedule names.
+pub mod confirm;
+pub mod diagnose;
 pub mod executor;
 pub mod injector;
 pub mod interrupt;
@@ -10,4 +12,5 @@ pub mod scenario;
 pub mod schedule;
 pub mod seccomp;
 pub mod supervisor;
+pub mod timeline;
 mod toml_error;

@@ -1,0 +1,505 @@
+//! Diagnosis without runs: from the production timeline to ranked fault candidates.
+//! Failed syscalls are grouped by signature and dropped as benign when the fault-free
+//! profile shows them at a comparable rate; deaths by the process's own fatal signal and
+//! non-zero exits are symptoms; SIGKILLs from outside, stops and network gaps that no
+//! pause or crash explains are faults.
+use std::collections::HashMap;
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use crate::scenario::Scenario;
+use crate::timeline::{TimedEvent, Timeline};
+
+/// Burst windows over which a failure's production rate is compared with the profile.
+const BURST_WINDOW_NS: u64 = 2_000_000_000;
+/// A failure is benign unless its production burst is this unlikely under the profile's rate.
+const ANOMALY_P: f64 = 1e-4;
+/// errnos that fault-free code hits and handles routinely
+const ROUTINE_ERRNOS: [&str; 5] = ["EAGAIN", "EINPROGRESS", "EINTR", "ERESTARTSYS", "ENOTTY"];
+const SELF_SIGNALS: [&str; 6] = ["SIGSEGV", "SIGABRT", "SIGBUS", "SIGFPE", "SIGILL", "SIGSYS"];
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum FaultGuess {
+    Syscall { syscall: String, errno: String, path: Option<String>, raw_path: Option<String> },
+    Crash { signal: String, sender: String },
+    Pause { duration_ms: u64, cause: String },
+    Partition { peer: usize, duration_ms: u64 },
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Candidate {
+    pub guess: FaultGuess,
+    pub node: Option<usize>,
+    pub who: String,
+    pub pid: u32,
+    /// wall-clock start of the fault (a pause or gap starts `duration` before its event)
+    pub at_ns: u64,
+    /// how many times production saw this signature
+    pub occurrences: u32,
+    /// the fault-free profile's rate of this signature (calls/s), when known
+    pub profile_per_s: Option<f64>,
+    /// the production burst: most occurrences within BURST_WINDOW_NS
+    pub burst: u32,
+    /// functions the node entered before the fault, nearest first, each once
+    pub preceding_functions: Vec<String>,
+    pub verdict: Verdict,
+    pub why: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    Cause,
+    Benign,
+    /// explained by another fault (a gap during a pause or after a crash of its peer)
+    Explained,
+    Late,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Symptom {
+    pub at_ns: u64,
+    pub node: Option<usize>,
+    pub who: String,
+    pub what: String,
+}
+
+/// Fault-free rates of failure signatures, from a profile.
+#[derive(Clone, Debug, Default)]
+pub struct BaselineRates {
+    pub scenario: String,
+    /// (node, syscall, errno, normalized path) -> calls per second
+    pub failures: HashMap<(String, String, String, Option<String>), f64>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Diagnosis {
+    pub candidates: Vec<Candidate>,
+    pub symptoms: Vec<Symptom>,
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub unmapped_events: usize,
+    pub notes: Vec<String>,
+}
+
+impl Diagnosis {
+    pub fn causes(&self) -> impl Iterator<Item = &Candidate> {
+        self.candidates.iter().filter(|c| c.verdict == Verdict::Cause)
+    }
+}
+
+/// "*/" plus the file name with digit runs as "*": what a path looks like on any host.
+pub fn path_signature(path: &str) -> String {
+    let name = path.rsplit('/').next().unwrap_or(path);
+    let mut out = String::from("*/");
+    let mut in_digits = false;
+    for c in name.chars() {
+        if c.is_ascii_digit() {
+            if !in_digits {
+                out.push('*');
+            }
+            in_digits = true;
+        } else {
+            out.push(c);
+            in_digits = false;
+        }
+    }
+    out
+}
+
+fn who(t: &TimedEvent, scenario: Option<&Scenario>) -> String {
+    match (t.node, scenario) {
+        (Some(n), Some(s)) => s.nodes[n].name.clone(),
+        _ => format!("{}/{}", t.event.comm, t.event.pid),
+    }
+}
+
+/// P(X >= k) for X ~ Poisson(lambda).
+fn poisson_tail(lambda: f64, k: u32) -> f64 {
+    if k == 0 {
+        return 1.0;
+    }
+    if lambda <= 0.0 {
+        return 0.0;
+    }
+    let mut term = (-lambda).exp();
+    let mut below = 0.0;
+    for i in 0..k {
+        below += term;
+        term *= lambda / (i + 1) as f64;
+    }
+    (1.0 - below).max(0.0)
+}
+
+fn max_burst(times: &[u64]) -> u32 {
+    let mut best = 0;
+    let mut lo = 0;
+    for hi in 0..times.len() {
+        while times[hi] - times[lo] > BURST_WINDOW_NS {
+            lo += 1;
+        }
+        best = best.max(hi - lo + 1);
+    }
+    best as u32
+}
+
+/// Unique functions node `node` entered in (since_ns, before_ns), nearest first.
+fn preceding_functions(t: &Timeline, node: Option<usize>, pid: u32, since_ns: u64, before_ns: u64) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for e in t.events.iter().rev() {
+        if e.at_ns >= before_ns || e.event.kind != "function" {
+            continue;
+        }
+        if e.at_ns <= since_ns {
+            break;
+        }
+        let same = match node { Some(n) => e.node == Some(n), None => e.event.pid == pid };
+        if !same {
+            continue;
+        }
+        if let (Some(b), Some(f)) = (&e.event.binary, &e.event.function) {
+            let spec = format!("{b}:{f}");
+            if !out.contains(&spec) {
+                out.push(spec);
+            }
+        }
+    }
+    out
+}
+
+struct Builder<'a> {
+    t: &'a Timeline,
+    scenario: Option<&'a Scenario>,
+    baseline: Option<&'a BaselineRates>,
+    candidates: Vec<Candidate>,
+    symptoms: Vec<Symptom>,
+    notes: Vec<String>,
+}
+
+impl Builder<'_> {
+    fn candidate(&self, t: &TimedEvent, guess: FaultGuess, at_ns: u64, why: String) -> Candidate {
+        Candidate {
+            guess,
+            node: t.node,
+            who: who(t, self.scenario),
+            pid: t.event.pid,
+            at_ns,
+            occurrences: 1,
+            profile_per_s: None,
+            burst: 1,
+            preceding_functions: Vec::new(),
+            verdict: Verdict::Cause,
+            why,
+        }
+    }
+
+    fn process_states(&mut self) {
+        let mut seen_deaths = std::collections::HashSet::new();
+        for t in &self.t.events {
+            let e = &t.event;
+            if e.kind != "process_state" || (self.scenario.is_some() && t.node.is_none()) {
+                continue;
+            }
+            match e.state.as_deref() {
+                Some("paused") => {
+                    let d = e.duration_ms.unwrap_or(0);
+                    let cause = e.cause.clone().unwrap_or_default();
+                    let why = format!("stopped ({cause}) for {d} ms{}", e.sender_comm.as_ref().map(|c| format!(" after a signal from {c}")).unwrap_or_default());
+                    let c = self.candidate(t, FaultGuess::Pause { duration_ms: d, cause }, t.at_ns.saturating_sub(d * 1_000_000), why);
+                    self.candidates.push(c);
+                }
+                Some("killed") if seen_deaths.insert(e.pid) => {
+                    let signal = e.signal.clone().unwrap_or_else(|| "SIGKILL".into());
+                    let from_outside = e.sender_pid.is_some_and(|s| s != e.pid && !self.same_node(s, t.node));
+                    if from_outside && !SELF_SIGNALS.contains(&signal.as_str()) {
+                        let sender = format!("{} (pid {})", e.sender_comm.clone().unwrap_or_default(), e.sender_pid.unwrap_or(0));
+                        let why = format!("killed by {signal} from {sender}");
+                        let c = self.candidate(t, FaultGuess::Crash { signal, sender }, t.at_ns, why);
+                        self.candidates.push(c);
+                    } else {
+                        let what = format!("died of {signal}{}", if e.core_dumped == Some(true) { " (core dumped)" } else { "" });
+                        self.symptoms.push(Symptom { at_ns: t.at_ns, node: t.node, who: who(t, self.scenario), what });
+                    }
+                }
+                Some("exited") if e.exit_code.unwrap_or(0) != 0 && seen_deaths.insert(e.pid) => {
+                    let what = format!("exited with status {}", e.exit_code.unwrap_or(0));
+                    self.symptoms.push(Symptom { at_ns: t.at_ns, node: t.node, who: who(t, self.scenario), what });
+                }
+                _ => {}
+            }
+        }
+    }
+
+    fn same_node(&self, pid: u32, node: Option<usize>) -> bool {
+        node.is_some() && self.t.events.iter().any(|e| e.event.pid == pid && e.node == node)
+    }
+
+    fn node_of_address(&self, addr: &str) -> Option<usize> {
+        let ip = addr.rsplit_once(':').map(|(ip, _)| ip.trim_matches(['[', ']'])).unwrap_or(addr);
+        let s = self.scenario?;
+        s.nodes.iter().position(|n| n.address.as_deref() == Some(ip))
+    }
+
+    fn gaps(&mut self) {
+        let mut parts: Vec<Candidate> = Vec::new();
+        for t in &self.t.events {
+            let e = &t.event;
+            if e.kind != "network_gap" {
+                continue;
+            }
+            let (Some(src), Some(dst)) = (e.src.as_deref(), e.dst.as_deref()) else { continue };
+            let (a, b) = (self.node_of_address(src), self.node_of_address(dst));
+            let (Some(a), Some(b)) = (a.or(t.node), b) else { continue };
+            if a == b {
+                continue;
+            }
+            let d = e.duration_ms.unwrap_or(0);
+            let start = t.at_ns.saturating_sub(d * 1_000_000);
+            let (lo, hi) = (a.min(b), a.max(b));
+            if let Some(p) = parts.iter_mut().find(|p| p.node == Some(lo) && matches!(p.guess, FaultGuess::Partition { peer, .. } if peer == hi) && overlaps(p, start, t.at_ns)) {
+                let end = (p.at_ns + partition_ms(p) * 1_000_000).max(t.at_ns);
+                p.at_ns = p.at_ns.min(start);
+                p.guess = FaultGuess::Partition { peer: hi, duration_ms: (end - p.at_ns) / 1_000_000 };
+                p.occurrences += 1;
+                continue;
+            }
+            let mut c = self.candidate(t, FaultGuess::Partition { peer: hi, duration_ms: d }, start, String::new());
+            c.node = Some(lo);
+            c.who = self.scenario.map(|s| s.nodes[lo].name.clone()).unwrap_or_default();
+            parts.push(c);
+        }
+        for p in &mut parts {
+            let names = self.scenario.map(|s| (s.nodes[p.node.unwrap_or(0)].name.clone(), s.nodes[peer_of(p)].name.clone())).unwrap_or_default();
+            p.why = format!("no packets between {} and {} for {} ms ({} silent connections)", names.0, names.1, partition_ms(p), p.occurrences);
+        }
+        self.candidates.extend(parts);
+    }
+
+    /// A gap while one side was paused, or starting after one side was killed, is that
+    /// fault's consequence.
+    fn explain_gaps(&mut self) {
+        let process_faults: Vec<(usize, u64, u64, Option<usize>)> = self
+            .candidates
+            .iter()
+            .enumerate()
+            .filter_map(|(i, c)| match c.guess {
+                FaultGuess::Pause { duration_ms, .. } => Some((i, c.at_ns, c.at_ns + duration_ms * 1_000_000, c.node)),
+                FaultGuess::Crash { .. } => Some((i, c.at_ns, u64::MAX, c.node)),
+                _ => None,
+            })
+            .collect();
+        let slack = 1_500_000_000;
+        for c in &mut self.candidates {
+            if !matches!(c.guess, FaultGuess::Partition { .. }) {
+                continue;
+            }
+            let ends = [c.node, Some(peer_of(c))];
+            if let Some((i, _, _, _)) = process_faults.iter().find(|(_, s, e, n)| ends.contains(n) && c.at_ns + slack >= *s && c.at_ns <= e.saturating_add(slack)) {
+                c.verdict = Verdict::Explained;
+                c.why = format!("{}; explained by candidate {} (a pause or crash of one side)", c.why, i + 1);
+            }
+        }
+    }
+
+    fn syscall_failures(&mut self) {
+        let mut groups: HashMap<(Option<usize>, String, String, String, Option<String>), Vec<&TimedEvent>> = HashMap::new();
+        for t in &self.t.events {
+            let e = &t.event;
+            if e.kind != "syscall_failure" || (self.scenario.is_some() && t.node.is_none()) {
+                continue;
+            }
+            let key = (t.node, who(t, self.scenario), e.syscall.clone().unwrap_or_default(), e.errno.clone().unwrap_or_default(), e.path.as_deref().map(path_signature));
+            groups.entry(key).or_default().push(t);
+        }
+        for ((_, who_, syscall, errno, path), events) in groups {
+            let first = events[0];
+            let times: Vec<u64> = events.iter().map(|e| e.at_ns).collect();
+            let guess = FaultGuess::Syscall { syscall: syscall.clone(), errno: errno.clone(), path: path.clone(), raw_path: first.event.path.clone() };
+            let mut c = self.candidate(first, guess, first.at_ns, String::new());
+            c.occurrences = events.len() as u32;
+            c.burst = max_burst(&times);
+            c.profile_per_s = self.baseline.and_then(|b| b.failures.get(&(who_, syscall.clone(), errno.clone(), path.clone())).copied());
+            let (verdict, why) = self.judge_failure(&c, &errno);
+            c.verdict = verdict;
+            c.why = why;
+            self.candidates.push(c);
+        }
+    }
+
+    fn judge_failure(&self, c: &Candidate, errno: &str) -> (Verdict, String) {
+        let seen = format!("{} time(s), at most {} within 2 s", c.occurrences, c.burst);
+        match c.profile_per_s {
+            Some(rate) => {
+                let expected = rate * BURST_WINDOW_NS as f64 / 1e9;
+                let p = poisson_tail(expected, c.burst);
+                if p < ANOMALY_P {
+                    (Verdict::Cause, format!("{seen}; fault-free runs see {rate:.2}/s ({expected:.1} per 2 s): far above (p={p:.1e})"))
+                } else {
+                    (Verdict::Benign, format!("{seen}; fault-free runs see it too at {rate:.2}/s (p={p:.2})"))
+                }
+            }
+            None if self.baseline.is_some() => (Verdict::Cause, format!("{seen}; never seen in fault-free runs")),
+            None if ROUTINE_ERRNOS.contains(&errno) => (Verdict::Benign, format!("{seen}; {errno} is routine (no profile to compare with)")),
+            None => (Verdict::Cause, format!("{seen}; no profile to compare with")),
+        }
+    }
+
+    /// Faults after the last symptom cannot have caused it.
+    fn mark_late(&mut self) {
+        let Some(last) = self.symptoms.iter().map(|s| s.at_ns).max() else { return };
+        for c in &mut self.candidates {
+            if c.at_ns > last && c.verdict == Verdict::Cause {
+                c.verdict = Verdict::Late;
+                c.why = format!("{}; after the last symptom", c.why);
+            }
+        }
+    }
+
+    fn contexts(&mut self) {
+        let mut order: Vec<usize> = (0..self.candidates.len()).collect();
+        order.sort_by_key(|&i| self.candidates[i].at_ns);
+        for (k, &i) in order.iter().enumerate() {
+            let c = &self.candidates[i];
+            // a node's context starts after the previous fault on the same node
+            let since = order[..k].iter().rev().map(|&j| &self.candidates[j]).find(|p| p.node == c.node && p.verdict == Verdict::Cause).map(|p| p.at_ns).unwrap_or(0);
+            let fns = preceding_functions(self.t, c.node, c.pid, since, c.at_ns);
+            self.candidates[i].preceding_functions = fns;
+        }
+    }
+}
+
+fn partition_ms(c: &Candidate) -> u64 {
+    match c.guess {
+        FaultGuess::Partition { duration_ms, .. } => duration_ms,
+        _ => 0,
+    }
+}
+
+fn peer_of(c: &Candidate) -> usize {
+    match c.guess {
+        FaultGuess::Partition { peer, .. } => peer,
+        _ => usize::MAX,
+    }
+}
+
+fn overlaps(p: &Candidate, start: u64, end: u64) -> bool {
+    let p_end = p.at_ns + partition_ms(p) * 1_000_000;
+    start <= p_end + 1_000_000_000 && end + 1_000_000_000 >= p.at_ns
+}
+
+/// Ranks causes: process faults, then partitions, then failed syscalls (the paper's
+/// order); syscall failures with routine errnos last; production order within a kind.
+fn rank(c: &Candidate) -> (u8, u8, u64) {
+    let kind = match c.guess {
+        FaultGuess::Crash { .. } | FaultGuess::Pause { .. } => 0,
+        FaultGuess::Partition { .. } => 1,
+        FaultGuess::Syscall { .. } => 2,
+    };
+    let verdict = match c.verdict {
+        Verdict::Cause => 0,
+        Verdict::Late => 1,
+        Verdict::Explained => 2,
+        Verdict::Benign => 3,
+    };
+    (verdict, kind, c.at_ns)
+}
+
+pub fn diagnose(t: &Timeline, scenario: Option<&Scenario>, baseline: Option<&BaselineRates>) -> Diagnosis {
+    let mut b = Builder { t, scenario, baseline, candidates: Vec::new(), symptoms: Vec::new(), notes: Vec::new() };
+    b.process_states();
+    b.gaps();
+    b.explain_gaps();
+    b.syscall_failures();
+    b.mark_late();
+    b.contexts();
+    b.candidates.sort_by_key(rank);
+    let unmapped_events = if scenario.is_some() { t.events.iter().filter(|e| e.node.is_none()).count() } else { 0 };
+    if baseline.is_none() {
+        b.notes.push("no --profile: failed syscalls could not be compared with fault-free runs".into());
+    }
+    for d in &t.dumps {
+        if d.lost_events > 0 {
+            b.notes.push(format!("dump {}: {} events were lost before the dump (the window is incomplete)", d.path.display(), d.lost_events));
+        }
+    }
+    Diagnosis { candidates: b.candidates, symptoms: b.symptoms, start_ns: t.start_ns(), end_ns: t.end_ns(), unmapped_events, notes: b.notes }
+}
+
+fn describe(g: &FaultGuess, scenario: Option<&Scenario>) -> String {
+    match g {
+        FaultGuess::Syscall { syscall, errno, raw_path, .. } => format!("{syscall} failed with {errno}{}", raw_path.as_ref().map(|p| format!(" on {p}")).unwrap_or_default()),
+        FaultGuess::Crash { signal, .. } => format!("crash ({signal})"),
+        FaultGuess::Pause { duration_ms, .. } => format!("pause of {duration_ms} ms"),
+        FaultGuess::Partition { peer, duration_ms } => {
+            let name = scenario.map(|s| s.nodes[*peer].name.clone()).unwrap_or_else(|| peer.to_string());
+            format!("partition from {name} for {duration_ms} ms")
+        }
+    }
+}
+
+fn rel(at_ns: u64, end_ns: u64) -> String {
+    format!("-{:.3} s", end_ns.saturating_sub(at_ns) as f64 / 1e9)
+}
+
+/// The human-readable diagnosis (also the top of report.md).
+pub fn render(d: &Diagnosis, scenario: Option<&Scenario>) -> String {
+    let mut out = String::new();
+    let span = (d.end_ns.saturating_sub(d.start_ns)) as f64 / 1e9;
+    let _ = writeln!(out, "window: {span:.1} s of events; times are relative to the end of the window (the dump)");
+    let _ = writeln!(out, "symptoms ({}):", d.symptoms.len());
+    for s in &d.symptoms {
+        let _ = writeln!(out, "  {:>10}  {}: {}", rel(s.at_ns, d.end_ns), s.who, s.what);
+    }
+    let causes: Vec<&Candidate> = d.causes().collect();
+    let _ = writeln!(out, "fault candidates ({}), most likely first:", causes.len());
+    for (i, c) in causes.iter().enumerate() {
+        let _ = writeln!(out, "  {:>2}. {:>10}  {}: {} — {}", i + 1, rel(c.at_ns, d.end_ns), c.who, describe(&c.guess, scenario), c.why);
+        if !c.preceding_functions.is_empty() {
+            let names: Vec<&str> = c.preceding_functions.iter().take(5).map(|f| f.rsplit(':').next().unwrap_or(f)).collect();
+            let _ = writeln!(out, "      after: {} (nearest first)", names.join(" <- "));
+        }
+    }
+    let others: Vec<&Candidate> = d.candidates.iter().filter(|c| c.verdict != Verdict::Cause).collect();
+    if !others.is_empty() {
+        let _ = writeln!(out, "set aside ({}):", others.len());
+        for c in others {
+            let _ = writeln!(out, "      {:>10}  {}: {} — {:?}: {}", rel(c.at_ns, d.end_ns), c.who, describe(&c.guess, scenario), c.verdict, c.why);
+        }
+    }
+    if d.unmapped_events > 0 {
+        let _ = writeln!(out, "{} events of processes that are not scenario nodes were ignored", d.unmapped_events);
+    }
+    for n in &d.notes {
+        let _ = writeln!(out, "note: {n}");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn path_signatures_drop_directories_and_numbers() {
+        assert_eq!(path_signature("/srv/x/temp-4123.rdb"), "*/temp-*.rdb");
+        assert_eq!(path_signature("appendonly.aof.1.incr.aof"), "*/appendonly.aof.*.incr.aof");
+        assert_eq!(path_signature("/tmp/reproducer-run-ab12/db1/snapshot"), "*/snapshot");
+    }
+
+    #[test]
+    fn poisson_tail_matches_known_values() {
+        assert!((poisson_tail(1.0, 1) - (1.0 - (-1.0f64).exp())).abs() < 1e-12);
+        assert!(poisson_tail(10.0, 40) < 1e-9, "40 in a window that expects 10 is an anomaly");
+        assert!(poisson_tail(60.0, 40) > 0.9, "40 in a window that expects 60 is not");
+        assert_eq!(poisson_tail(0.0, 1), 0.0);
+    }
+
+    #[test]
+    fn bursts_count_within_two_seconds() {
+        let s = 1_000_000_000;
+        assert_eq!(max_burst(&[0, s, 2 * s, 10 * s]), 3);
+        assert_eq!(max_burst(&[0, 3 * s, 6 * s]), 1);
+    }
+}

@@ -1,0 +1,112 @@
+//! The production timeline: the events of one or more tracerd dumps merged on one clock
+//! (each dump's clock pair turns its boot-time stamps into wall-clock time), each event
+//! tagged with the scenario node its process belongs to.
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use tracerd::dump::{Dump, Event, Interface};
+
+use crate::nodemap::NodeMap;
+use crate::scenario::Scenario;
+
+#[derive(Clone, Debug)]
+pub struct TimedEvent {
+    /// wall-clock nanoseconds (the dumps' common clock)
+    pub at_ns: u64,
+    pub node: Option<usize>,
+    pub dump: usize,
+    pub event: Event,
+}
+
+#[derive(Clone, Debug)]
+pub struct DumpInfo {
+    pub path: PathBuf,
+    pub host: String,
+    pub events: usize,
+    pub mapped_processes: usize,
+    pub processes: usize,
+    pub interfaces: Vec<Interface>,
+    /// wall-clock time the dump was taken
+    pub taken_ns: u64,
+    pub lost_events: u64,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct Timeline {
+    pub events: Vec<TimedEvent>,
+    pub dumps: Vec<DumpInfo>,
+    /// BINARY:SYMBOL of every function production traced, with the node whose events name it
+    pub functions: Vec<(Option<usize>, String)>,
+}
+
+impl Timeline {
+    /// Reads `paths`; with a scenario, maps processes to nodes and refuses a dump none of
+    /// whose processes is a node.
+    pub fn load(paths: &[PathBuf], scenario: Option<&Scenario>) -> Result<Timeline> {
+        if paths.is_empty() {
+            bail!("no --trace given: name at least one tracerd dump");
+        }
+        let mut t = Timeline::default();
+        for (i, path) in paths.iter().enumerate() {
+            let dump = Dump::read(path).with_context(|| format!("dump {}", path.display()))?;
+            t.add(i, path, &dump, scenario)?;
+        }
+        t.events.sort_by_key(|e| e.at_ns);
+        Ok(t)
+    }
+
+    fn add(&mut self, index: usize, path: &Path, dump: &Dump, scenario: Option<&Scenario>) -> Result<()> {
+        let meta = &dump.meta;
+        let map = scenario.map(|s| NodeMap::build(s, &meta.processes, &[])).unwrap_or_default();
+        let mapped = meta.processes.iter().filter(|p| map.node(p.pid).is_some()).count();
+        if let Some(s) = scenario {
+            if mapped == 0 {
+                let seen: Vec<String> = meta.processes.iter().take(6).map(|p| format!("{} ({})", p.pid, p.comm)).collect();
+                let ambiguous = if map.ambiguous.is_empty() { String::new() } else { "; several nodes run the same program: give each a `match`".to_string() };
+                bail!(
+                    "dump {}: none of its {} processes is a node of scenario {} (processes: {}; nodes run: {}){ambiguous}",
+                    path.display(),
+                    meta.processes.len(),
+                    s.name,
+                    if seen.is_empty() { "none".into() } else { seen.join(", ") },
+                    s.nodes.iter().map(|n| n.command[0].as_str()).collect::<Vec<_>>().join(", ")
+                );
+            }
+        }
+        let events = dump.events();
+        for e in &events {
+            if e.kind == "function" {
+                if let (Some(b), Some(f)) = (&e.binary, &e.function) {
+                    let spec = format!("{b}:{f}");
+                    let node = map.node(e.pid);
+                    if !self.functions.iter().any(|(n, s)| *n == node && *s == spec) {
+                        self.functions.push((node, spec));
+                    }
+                }
+            }
+        }
+        let k = &meta.counters.kernel;
+        let lost = meta.counters.recorder.ring_overwritten + k.buffer_full_syscall + k.buffer_full_function + k.buffer_full_network + k.buffer_full_process;
+        self.dumps.push(DumpInfo {
+            path: path.to_path_buf(),
+            host: meta.host.clone(),
+            events: events.len(),
+            mapped_processes: mapped,
+            processes: meta.processes.len(),
+            interfaces: meta.interfaces.clone(),
+            taken_ns: meta.clock.realtime_ns,
+            lost_events: lost,
+        });
+        self.events.extend(events.into_iter().map(|event| TimedEvent { at_ns: event.realtime_ns, node: map.node(event.pid), dump: index, event }));
+        Ok(())
+    }
+
+    pub fn start_ns(&self) -> u64 {
+        self.events.first().map(|e| e.at_ns).unwrap_or(0)
+    }
+
+    pub fn end_ns(&self) -> u64 {
+        let last = self.events.last().map(|e| e.at_ns).unwrap_or(0);
+        self.dumps.iter().map(|d| d.taken_ns).max().unwrap_or(0).max(last)
+    }
+}
