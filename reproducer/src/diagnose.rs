@@ -74,6 +74,32 @@ pub struct BaselineRates {
     pub failures: HashMap<(String, String, String, Option<String>), f64>,
 }
 
+impl BaselineRates {
+    /// Reads the failure rates of a `reproducer profile` file made for `scenario`.
+    pub fn load(path: &std::path::Path, scenario: Option<&Scenario>) -> anyhow::Result<BaselineRates> {
+        let origin = path.display();
+        let text = std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("profile {origin}: {e}"))?;
+        let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| anyhow::anyhow!("profile {origin}: not JSON ({e})"))?;
+        if v["format"] != "reproducer-profile" {
+            anyhow::bail!("profile {origin}: not a reproducer profile (no \"format\": \"reproducer-profile\")");
+        }
+        let name = v["scenario"].as_str().unwrap_or_default().to_string();
+        if let Some(s) = scenario {
+            if name != s.name {
+                anyhow::bail!("profile {origin} was made for scenario '{name}', not '{}': profile this scenario first (reproducer profile)", s.name);
+            }
+        }
+        let mut failures = HashMap::new();
+        for (i, f) in v["failures"].as_array().into_iter().flatten().enumerate() {
+            let field = |k: &str| f[k].as_str().map(String::from).ok_or_else(|| anyhow::anyhow!("profile {origin}: failures[{i}] has no {k}"));
+            let key = (field("node")?, field("syscall")?, field("errno")?, f["path"].as_str().map(String::from));
+            let rate = f["per_second"].as_f64().ok_or_else(|| anyhow::anyhow!("profile {origin}: failures[{i}] has no per_second"))?;
+            failures.insert(key, rate);
+        }
+        Ok(BaselineRates { scenario: name, failures })
+    }
+}
+
 #[derive(Clone, Debug, Serialize)]
 pub struct Diagnosis {
     pub candidates: Vec<Candidate>,

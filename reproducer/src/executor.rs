@@ -86,7 +86,8 @@ struct Run<'a> {
     resumes: Vec<(Instant, u32)>,
 }
 
-fn resolve_binary(cmd: &str) -> PathBuf {
+/// The file a node's command runs: a path as given, else the first match on PATH.
+pub fn resolve_binary(cmd: &str) -> PathBuf {
     if cmd.contains('/') {
         return PathBuf::from(cmd);
     }

@@ -5,7 +5,11 @@ use std::process::ExitCode;
 use anyhow::{bail, Result};
 use clap::{Parser, Subcommand};
 
+use reproducer::diagnose::{diagnose, BaselineRates};
 use reproducer::executor::{run, RunOptions, RunReport};
+use reproducer::report::write_atomic;
+use reproducer::search::{Outcome, Search, SearchConfig};
+use reproducer::timeline::Timeline;
 use reproducer::scenario::Scenario;
 use reproducer::schedule::{ResolvedFault, Schedule};
 
@@ -42,6 +46,37 @@ enum Command {
         #[arg(long)]
         keep: bool,
     },
+    /// Read production dumps and list the faults that may have caused the failure (no runs)
+    Diagnose {
+        #[arg(long = "trace", value_name = "DUMP", required = true, num_args = 1..)]
+        traces: Vec<PathBuf>,
+        /// Map processes to this scenario's nodes
+        #[arg(long, value_name = "FILE")]
+        scenario: Option<PathBuf>,
+        /// Fault-free profile: failures it shows at a similar rate are benign
+        #[arg(long, value_name = "FILE")]
+        profile: Option<PathBuf>,
+        /// Print the diagnosis as JSON
+        #[arg(long)]
+        json: bool,
+    },
+    /// Search for a schedule that reproduces the failure in the dumps at the target rate
+    Reproduce {
+        #[arg(long, value_name = "FILE")]
+        scenario: PathBuf,
+        #[arg(long = "trace", value_name = "DUMP", required = true, num_args = 1..)]
+        traces: Vec<PathBuf>,
+        #[arg(long, value_name = "FILE")]
+        profile: Option<PathBuf>,
+        #[arg(long, default_value_t = 0.8)]
+        target_rate: f64,
+        /// Give up after this many runs (confirmation and minimization runs included)
+        #[arg(long, default_value_t = 150)]
+        max_runs: u32,
+        /// Where schedule.toml, report.md and attempts/ go
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
+    },
 }
 
 fn load(scenario: &Path, schedule: Option<&Path>) -> Result<(Scenario, Vec<ResolvedFault>)> {
@@ -75,6 +110,9 @@ fn print_report(r: &RunReport) {
 }
 
 fn main_inner(cli: Cli) -> Result<bool> {
+    if let Command::Diagnose { traces, scenario, profile, json } = &cli.command {
+        return diagnose_cmd(traces, scenario.as_deref(), profile.as_deref(), *json);
+    }
     if !nix::unistd::geteuid().is_root() {
         bail!("reproducer must run as root (it loads BPF programs and creates network namespaces)");
     }
@@ -100,7 +138,59 @@ fn main_inner(cli: Cli) -> Result<bool> {
             println!("replay rate: {bugs}/{runs}");
             Ok(bugs as f64 / runs as f64 >= target_rate)
         }
+        Command::Diagnose { .. } => unreachable!("handled above"),
+        Command::Reproduce { scenario, traces, profile, target_rate, max_runs, out } => {
+            reproduce_cmd(ReproduceArgs { scenario, traces, profile, target_rate, max_runs, out })
+        }
     }
+}
+
+fn diagnose_cmd(traces: &[PathBuf], scenario: Option<&Path>, profile: Option<&Path>, json: bool) -> Result<bool> {
+    let sc = scenario.map(Scenario::load).transpose()?;
+    let timeline = Timeline::load(traces, sc.as_ref())?;
+    let baseline = profile.map(|p| BaselineRates::load(p, sc.as_ref())).transpose()?;
+    let d = diagnose(&timeline, sc.as_ref(), baseline.as_ref());
+    if json {
+        println!("{}", serde_json::to_string_pretty(&d)?);
+    } else {
+        print!("{}", reproducer::diagnose::render(&d, sc.as_ref()));
+    }
+    Ok(true)
+}
+
+struct ReproduceArgs {
+    scenario: PathBuf,
+    traces: Vec<PathBuf>,
+    profile: Option<PathBuf>,
+    target_rate: f64,
+    max_runs: u32,
+    out: PathBuf,
+}
+
+fn reproduce_cmd(a: ReproduceArgs) -> Result<bool> {
+    if !(0.0..=1.0).contains(&a.target_rate) || a.target_rate == 0.0 || a.max_runs == 0 {
+        bail!("--target-rate must be in (0, 1] and --max-runs positive");
+    }
+    let sc = Scenario::load(&a.scenario)?;
+    let timeline = Timeline::load(&a.traces, Some(&sc))?;
+    let baseline = a.profile.as_deref().map(|p| BaselineRates::load(p, Some(&sc))).transpose()?;
+    let d = diagnose(&timeline, Some(&sc), baseline.as_ref());
+    eprint!("{}", reproducer::diagnose::render(&d, Some(&sc)));
+    std::fs::create_dir_all(&a.out).map_err(|e| anyhow::anyhow!("--out {}: {e}", a.out.display()))?;
+    write_atomic(&a.out.join("diagnosis.json"), &serde_json::to_vec_pretty(&d)?)?;
+    let cfg = SearchConfig { target_rate: a.target_rate, max_runs: a.max_runs, out: a.out.clone() };
+    let result = Search::new(&sc, &d, &timeline.functions, cfg).run()?;
+    if let Some(text) = reproducer::report::schedule_text(&sc, &result)? {
+        write_atomic(&a.out.join("schedule.toml"), text.as_bytes())?;
+    }
+    write_atomic(&a.out.join("report.md"), reproducer::report::render(&sc, &timeline, &d, &result, &a.out).as_bytes())?;
+    let rate = result.confirmation.map(|c| c.summary()).unwrap_or_else(|| "never".into());
+    match &result.outcome {
+        Outcome::Reproduced => println!("reproduced: {rate} at level {}, {} schedules, {} runs, {:.0} s", result.level, result.schedules_tried, result.runs, result.seconds),
+        Outcome::Missed(why) => println!("not reproduced at the target: {why}"),
+    }
+    println!("schedule: {}\nreport: {}", a.out.join("schedule.toml").display(), a.out.join("report.md").display());
+    Ok(matches!(result.outcome, Outcome::Reproduced))
 }
 
 fn main() -> ExitCode {
