@@ -1,5 +1,6 @@
 //! reproducer: runs a scenario (nodes, workload, oracle) on a local testbed and injects a
 //! fault schedule at exactly the points the schedule names.
+pub mod binary;
 pub mod confirm;
 pub mod diagnose;
 pub mod executor;
@@ -7,8 +8,8 @@ pub mod injector;
 pub mod interrupt;
 pub mod netbed;
 pub mod nodemap;
-pub mod report;
 pub mod nodes;
+pub mod report;
 pub mod scenario;
 pub mod schedule;
 pub mod search;
