@@ -124,8 +124,27 @@ fn trace_config(faults: &[ResolvedFault], infos: &[NodeInfo], extra: &[(usize, S
     }
 }
 
+/// Refuses a scenario whose programs are not there, before anything starts.
+fn check_programs(scenario: &Scenario) -> Result<()> {
+    let commands = scenario.nodes.iter().map(|n| (format!("node {}", n.name), &n.command)).chain([
+        ("[workload]".to_string(), &scenario.workload.command),
+        ("[oracle]".to_string(), &scenario.oracle.command),
+    ]);
+    for (what, argv) in commands {
+        let program = &argv[0];
+        if program.contains('{') {
+            continue;
+        }
+        if !resolve_binary(program).is_file() {
+            bail!("scenario {}: {what}: program '{program}' not found{}", scenario.name, if program.contains('/') { "" } else { " on PATH" });
+        }
+    }
+    Ok(())
+}
+
 /// Runs `scenario` once with `faults`; returns what happened.
 pub fn run(scenario: &Scenario, faults: &[ResolvedFault], opts: &RunOptions) -> Result<RunReport> {
+    check_programs(scenario)?;
     crate::interrupt::install()?;
     nodes::become_subreaper();
     let base = opts.base_dir.clone().unwrap_or_else(std::env::temp_dir);

@@ -91,7 +91,10 @@ pub fn render(scenario: &Scenario, t: &Timeline, d: &Diagnosis, result: &SearchR
     let _ = writeln!(out, "## Faults chosen and why\n");
     match &result.schedule {
         Some(s) => {
-            let _ = writeln!(out, "```toml\n{}```\n", s.to_toml().unwrap_or_default());
+            for (i, why) in result.chosen.iter().enumerate() {
+                let _ = writeln!(out, "{}. {why}", i + 1);
+            }
+            let _ = writeln!(out, "\n```toml\n{}```\n", s.to_toml().unwrap_or_default());
             let _ = writeln!(out, "Faults are injected in this order; each waits for the one before it. `after_functions` are uprobes the node must enter (in order) after the previous fault; `offset` places the last one inside its function; `nth` counts matching calls.\n");
         }
         None => {

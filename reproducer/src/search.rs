@@ -86,6 +86,8 @@ pub struct SearchResult {
     pub schedules_tried: u32,
     pub runs_to_first: Option<u32>,
     pub minimized: Vec<String>,
+    /// per fault of the schedule: what production showed and what context it got
+    pub chosen: Vec<String>,
     pub seconds: f64,
 }
 
@@ -109,6 +111,10 @@ pub struct Search<'a> {
 
 fn symbol_of(spec: &str) -> &str {
     spec.rsplit(':').next().unwrap_or(spec)
+}
+
+fn names_last(functions: &[String]) -> &str {
+    functions.last().map(|s| symbol_of(s)).unwrap_or("")
 }
 
 fn file_name(s: &str) -> &str {
@@ -202,19 +208,42 @@ impl<'a> Search<'a> {
             },
         };
         let mut minimized = Vec::new();
-        let (schedule, confirmation, level) = match self.best.clone() {
+        let (plan, confirmation, level) = match self.best.clone() {
             Some((plan, conf, level)) if matches!(outcome, Outcome::Reproduced) => {
                 let (plan, conf) = self.minimize(plan, conf, &mut minimized)?;
-                (Some(plan.schedule()), Some(conf), level)
+                (Some(plan), Some(conf), level)
             }
-            Some((plan, conf, level)) => (Some(plan.schedule()), Some(conf), level),
+            Some((plan, conf, level)) => (Some(plan), Some(conf), level),
             None => (None, None, self.level),
         };
+        let chosen = plan.iter().flat_map(|p| &p.faults).map(|p| self.explain(p)).collect();
+        let schedule = plan.map(|p| p.schedule());
         let schedules_tried = self.attempts.iter().filter(|a| !a.what.starts_with("minimize") && a.level > 0).count() as u32;
         Ok(SearchResult {
             outcome, schedule, confirmation, level, attempts: self.attempts, runs: self.runs, schedules_tried,
-            runs_to_first: self.runs_to_first, minimized, seconds: self.started.elapsed().as_secs_f64(),
+            runs_to_first: self.runs_to_first, minimized, chosen, seconds: self.started.elapsed().as_secs_f64(),
         })
+    }
+
+    fn explain(&self, p: &Planned) -> String {
+        let c = self.causes[p.candidate];
+        let f = &p.fault;
+        let mut context = Vec::new();
+        if f.nth > 1 {
+            context.push(format!("at the matching call #{}", f.nth));
+        }
+        if !f.after_functions.is_empty() {
+            let names: Vec<&str> = f.after_functions.iter().map(|s| symbol_of(s)).collect();
+            context.push(format!("after {}", names.join(" → ")));
+        }
+        if let Some(off) = f.offset {
+            context.push(format!("at +{off:#x} inside {}", names_last(&f.after_functions)));
+        }
+        if c.node.map(|n| self.node_name(n)).as_deref() != Some(f.node.as_str()) {
+            context.push(format!("moved to {} (it ran the context there: roles differ between runs)", f.node));
+        }
+        let context = if context.is_empty() { "as soon as it is due (no context needed)".to_string() } else { context.join(", ") };
+        format!("{} — {context}. Production: {}.", self.describe(p.candidate), c.why)
     }
 
     fn exhausted_reason(&self) -> String {

@@ -3,7 +3,7 @@
 //! tagged with the scenario node its process belongs to.
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use tracerd::dump::{Dump, Event, Interface};
 
 use crate::nodemap::NodeMap;
@@ -48,7 +48,7 @@ impl Timeline {
         }
         let mut t = Timeline::default();
         for (i, path) in paths.iter().enumerate() {
-            let dump = Dump::read(path).with_context(|| format!("dump {}", path.display()))?;
+            let dump = Dump::read(path)?;
             t.add(i, path, &dump, scenario)?;
         }
         t.events.sort_by_key(|e| e.at_ns);
