@@ -184,6 +184,7 @@ fn reproduce_cmd(a: ReproduceArgs) -> Result<bool> {
         write_atomic(&a.out.join("schedule.toml"), text.as_bytes())?;
     }
     write_atomic(&a.out.join("report.md"), reproducer::report::render(&sc, &timeline, &d, &result, &a.out).as_bytes())?;
+    write_atomic(&a.out.join("result.json"), &serde_json::to_vec_pretty(&reproducer::report::summary(&d, &result))?)?;
     let rate = result.confirmation.map(|c| c.summary()).unwrap_or_else(|| "never".into());
     match &result.outcome {
         Outcome::Reproduced => println!("reproduced: {rate} at level {}, {} schedules, {} runs, {:.0} s", result.level, result.schedules_tried, result.runs, result.seconds),

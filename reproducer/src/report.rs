@@ -6,6 +6,7 @@ use std::io::Write as _;
 use std::path::Path;
 
 use anyhow::{Context, Result};
+use serde::Serialize;
 
 use crate::diagnose::{self, Diagnosis};
 use crate::scenario::Scenario;
@@ -25,6 +26,66 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     tmp.as_file().set_permissions(std::fs::Permissions::from_mode(0o644))?;
     tmp.persist(path).with_context(|| format!("writing {}", path.display()))?;
     Ok(())
+}
+
+/// The machine-readable outcome (result.json), one row of the bug benchmark's table.
+#[derive(Serialize)]
+pub struct Summary {
+    pub reproduced: bool,
+    pub why_stopped: Option<String>,
+    pub faults: String,
+    pub level: u8,
+    pub bugs: u32,
+    pub confirm_runs: u32,
+    pub rate_low: f64,
+    pub rate_high: f64,
+    pub schedules: u32,
+    pub runs: u32,
+    pub runs_to_first_bug: Option<u32>,
+    pub seconds: f64,
+    /// failed-syscall signatures the profile showed to be benign, of all in the dumps
+    pub failures_removed: usize,
+    pub failures_total: usize,
+}
+
+/// The faults in the paper's notation: "SCF(write)", "ND + PS(Crash)*2".
+pub fn faults_notation(s: &crate::schedule::Schedule) -> String {
+    use crate::schedule::FaultKind;
+    let mut parts: Vec<(String, u32)> = Vec::new();
+    for f in &s.faults {
+        let name = match f.kind {
+            FaultKind::Syscall => format!("SCF({})", f.syscall.as_deref().unwrap_or("?")),
+            FaultKind::Crash => "PS(Crash)".into(),
+            FaultKind::Pause => "PS(Pause)".into(),
+            FaultKind::Partition => "ND".into(),
+        };
+        match parts.last_mut() {
+            Some((last, n)) if *last == name => *n += 1,
+            _ => parts.push((name, 1)),
+        }
+    }
+    parts.iter().map(|(n, k)| if *k > 1 { format!("{n}*{k}") } else { n.clone() }).collect::<Vec<_>>().join(" + ")
+}
+
+pub fn summary(d: &Diagnosis, r: &SearchResult) -> Summary {
+    let scf: Vec<_> = d.candidates.iter().filter(|c| matches!(c.guess, diagnose::FaultGuess::Syscall { .. })).collect();
+    let c = r.confirmation;
+    Summary {
+        reproduced: matches!(r.outcome, Outcome::Reproduced),
+        why_stopped: match &r.outcome { Outcome::Missed(w) => Some(w.clone()), Outcome::Reproduced => None },
+        faults: r.schedule.as_ref().map(faults_notation).unwrap_or_default(),
+        level: r.level,
+        bugs: c.map(|c| c.bugs).unwrap_or(0),
+        confirm_runs: c.map(|c| c.runs).unwrap_or(0),
+        rate_low: c.map(|c| c.low).unwrap_or(0.0),
+        rate_high: c.map(|c| c.high).unwrap_or(0.0),
+        schedules: r.schedules_tried,
+        runs: r.runs,
+        runs_to_first_bug: r.runs_to_first,
+        seconds: r.seconds,
+        failures_removed: scf.iter().filter(|c| c.verdict == diagnose::Verdict::Benign).count(),
+        failures_total: scf.len(),
+    }
 }
 
 pub fn schedule_text(scenario: &Scenario, result: &SearchResult) -> Result<Option<String>> {
