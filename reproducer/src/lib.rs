@@ -1,5 +1,6 @@
 //! reproducer: runs a scenario (nodes, workload, oracle) on a local testbed and injects a
 //! fault schedule at exactly the points the schedule names.
+pub mod binary;
 pub mod executor;
 pub mod injector;
 pub mod interrupt;
