@@ -7,6 +7,7 @@ pub mod interrupt;
 pub mod netbed;
 pub mod nodemap;
 pub mod nodes;
+pub mod profile;
 pub mod scenario;
 pub mod schedule;
 pub mod seccomp;
