@@ -58,7 +58,14 @@ enum tracerd_counter {
 	TRACERD_CNT_TARGETS_FULL = 6,      /* a new descendant did not fit in `targets` */
 	TRACERD_CNT_PAUSES_FULL = 7,
 	TRACERD_CNT_CONNS_FULL = 8,        /* a connection went unwatched: `conns` full */
-	TRACERD_CNT_MAX = 9,
+	TRACERD_CNT_SYSCALL_COUNTS_FULL = 9, /* a (process, syscall) pair went uncounted */
+	TRACERD_CNT_MAX = 10,
+};
+
+/* Key of syscall_counts: one counter per (process, syscall number). */
+struct tracerd_syscall_key {
+	__u32 tgid;
+	__u32 nr;
 };
 
 struct tracerd_syscall_arg {

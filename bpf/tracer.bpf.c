@@ -8,6 +8,11 @@
  * few successful calls that maintain the fd table) go on to the target
  * check. Strings are copied only where they cannot be recovered later: the
  * path argument of a failed call and the path of a successful open.
+ *
+ * Counting (for profiles): every uprobe hit of a target bumps its function's
+ * per-CPU counter; with count_syscalls set, every syscall of a target bumps a
+ * (process, syscall) counter. Both switches are read-only data, so the
+ * verifier drops the code that is switched off.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -49,6 +54,8 @@ const volatile __u32 self_tgid = 0;
 const volatile __u64 gap_ns = 5000000000ULL;
 const volatile __u64 pause_ns = 3000000000ULL;
 const volatile __u64 wakeup_bytes = 1 << 20;
+const volatile __u32 count_syscalls = 0;  /* count every syscall of the targets */
+const volatile __u32 function_events = 1; /* 0 = uprobe hits are only counted */
 
 /* Threads currently in `pauses`; lets sched_switch skip the lookup when 0. */
 __u64 pending_pauses = 0;
@@ -59,6 +66,7 @@ struct tracerd_function_hit _fh = {};
 struct tracerd_network_gap _ng = {};
 struct tracerd_process_state_event _ps = {};
 struct tracerd_process_start _pst = {};
+struct tracerd_syscall_key _sk = {};
 enum tracerd_event_kind _kind = 0;
 enum tracerd_process_state _state = 0;
 enum tracerd_pause_cause _cause = 0;
@@ -148,6 +156,22 @@ struct {
 	__type(key, __u32);
 	__type(value, __u64);
 } counters SEC(".maps");
+
+/* Calls per function id (the uprobe's cookie); sized to the function table before load. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} function_calls SEC(".maps");
+
+/* Calls per (process, syscall) when count_syscalls is set; sized by config before load. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, 1);
+	__type(key, struct tracerd_syscall_key);
+	__type(value, __u64);
+} syscall_counts SEC(".maps");
 
 /* Scratch space too large for the 512-byte BPF stack, and the open-id sequence. */
 struct scratch {
@@ -455,39 +479,85 @@ static __always_inline int record_failure(struct pt_regs *regs, long nr, long re
 	return 0;
 }
 
+/* One more call of syscall `nr` by the current process (count_syscalls only). */
+static __always_inline void count_syscall(long nr)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	struct tracerd_syscall_key key = { .tgid = tgid, .nr = nr };
+	__u64 one = 1, *c;
+
+	if (nr < 0 || !is_target(tgid))
+		return;
+	c = bpf_map_lookup_elem(&syscall_counts, &key);
+	if (c) {
+		__sync_fetch_and_add(c, 1);
+		return;
+	}
+	if (bpf_map_update_elem(&syscall_counts, &key, &one, BPF_NOEXIST) == 0)
+		return;
+	/* another CPU may have inserted the pair meanwhile; otherwise the map is full */
+	c = bpf_map_lookup_elem(&syscall_counts, &key);
+	if (c)
+		__sync_fetch_and_add(c, 1);
+	else
+		count(TRACERD_CNT_SYSCALL_COUNTS_FULL);
+}
+
 SEC("tp_btf/sys_exit")
 int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
 {
-	long nr;
+	long nr = regs->orig_ax;
 
+	if (count_syscalls)
+		count_syscall(nr);
 	if (ret >= 0) {
-		nr = regs->orig_ax;
 		if (nr == NR_openat || nr == NR_open || nr == NR_creat || nr == NR_openat2)
 			return track_open(regs, nr, ret);
 		if (nr == NR_accept || nr == NR_accept4 || nr == NR_connect)
 			return track_socket(nr == NR_connect ? (int)regs->di : ret);
 		return 0;
 	}
-	nr = regs->orig_ax;
 	if (nr < 0)
 		return 0;
 	return record_failure(regs, nr, ret);
 }
 
-SEC("uprobe")
-int function_hit(struct pt_regs *ctx)
+/* A call of function `cookie` (its index in the function table): count it, then record it. */
+static __always_inline int on_function(struct pt_regs *ctx)
 {
 	struct tracerd_function_hit *e;
+	__u32 id;
+	__u64 *calls;
 
 	if (!is_target(bpf_get_current_pid_tgid() >> 32))
+		return 0;
+	id = bpf_get_attach_cookie(ctx);
+	calls = bpf_map_lookup_elem(&function_calls, &id);
+	if (calls)
+		__sync_fetch_and_add(calls, 1);
+	if (!function_events)
 		return 0;
 	e = reserve(sizeof(*e), TRACERD_CNT_RINGBUF_FULL_FUNCTION);
 	if (!e)
 		return 0;
 	fill_header(&e->h, TRACERD_EV_FUNCTION);
-	e->function_id = bpf_get_attach_cookie(ctx);
+	e->function_id = id;
 	submit(e);
 	return 0;
+}
+
+/* One link per function (the fallback, and binaries with one function). */
+SEC("uprobe")
+int function_hit(struct pt_regs *ctx)
+{
+	return on_function(ctx);
+}
+
+/* One link for all the functions of a binary. */
+SEC("uprobe.multi")
+int function_hit_multi(struct pt_regs *ctx)
+{
+	return on_function(ctx);
 }
 
 static __always_inline void emit_gap(struct tracerd_conn *c, __u64 now, __u32 ongoing)

@@ -125,6 +125,40 @@ fn records_every_event_kind_with_its_fields() {
 }
 
 #[test]
+fn counts_function_calls_and_syscalls_without_function_events() {
+    require_root();
+    let prog = eventgen_as("eg_count");
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("count.toml");
+    std::fs::write(&config, "count_syscalls = true\nfunction_events = false\n").unwrap();
+    let uprobe = format!("{}:tracerd_test_marker", prog.display());
+    let d = Daemon::start(&["--config", config.to_str().unwrap(), "--target-comm", "eg_count", "--uprobe", &uprobe]);
+    const N: u64 = 37;
+    const M: u64 = 250;
+    let pid = run_prog(&prog, &["calls", &N.to_string(), &M.to_string()]);
+    let dump = d.dump();
+
+    let meta = inspect_meta(&dump);
+    assert_eq!(meta["function_calls"], serde_json::json!([N]), "every call counted: {}", meta["function_calls"]);
+    assert_eq!(meta["unattached_functions"], serde_json::json!([]));
+    let counts = meta["syscall_counts"].as_array().expect("syscall_counts is a list");
+    let getppid = counts
+        .iter()
+        .find(|c| c["pid"] == pid && c["syscall"] == "getppid")
+        .unwrap_or_else(|| panic!("getppid of pid {pid} is counted: {counts:#?}"));
+    assert!(getppid["count"].as_u64().unwrap() >= M, "{getppid}");
+    assert!(counts.iter().all(|c| c["count"].as_u64().unwrap() > 0));
+    assert_eq!(meta["counters"]["kernel"]["syscall_counts_full"], 0);
+    assert_eq!(meta["config"]["count_syscalls"], true);
+
+    let events = inspect_json(&dump);
+    assert!(events.iter().all(|e| e["kind"] != "function"), "function_events = false records no hits");
+    assert!(!events_of(&events, "process_state", pid).is_empty(), "other events are still recorded");
+    let text = run_ok(Command::new(tracerd_bin()).arg("inspect").arg(&dump));
+    assert!(text.contains(&format!("counted: {N} calls of 1/1 functions")), "{text}");
+}
+
+#[test]
 fn second_dump_holds_later_events_and_filters_non_targets() {
     require_root();
     let prog = eventgen_as("eg_twice");

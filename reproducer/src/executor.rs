@@ -28,6 +28,10 @@ pub struct RunOptions {
     /// functions to trace besides the schedule's contexts (BINARY:SYMBOL or SYMBOL of the
     /// node's own binary), so a run's trace can be compared with production
     pub trace_functions: Vec<(usize, String)>,
+    /// a profile run: the trace counts every syscall per process and every call of the
+    /// traced functions, records no function events, and skips (counts) functions whose
+    /// uprobe cannot be attached
+    pub profiling: bool,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -59,6 +63,8 @@ pub struct RunReport {
     /// per fault: matching calls seen while it was current (syscall faults), so a caller
     /// can tell "the Nth call never came" from "it came and failed"
     pub matched: Vec<u32>,
+    /// from the first node's start to the trace dump: the span the trace's counts cover
+    pub duration_ms: u64,
 }
 
 struct NodeProc {
@@ -86,7 +92,8 @@ struct Run<'a> {
     resumes: Vec<(Instant, u32)>,
 }
 
-/// The file a node's command runs: a path as given, else the first match on PATH.
+/// The program a command's first word runs: itself when it holds a '/', else the first
+/// match on PATH (unchanged when there is none).
 pub fn resolve_binary(cmd: &str) -> PathBuf {
     if cmd.contains('/') {
         return PathBuf::from(cmd);
@@ -100,7 +107,8 @@ fn function_spec(func: &str, node: &NodeInfo) -> String {
     if func.contains(':') { func.to_string() } else { format!("{}:{func}", node.binary.display()) }
 }
 
-fn trace_config(faults: &[ResolvedFault], infos: &[NodeInfo], extra: &[(usize, String)]) -> tracerd::config::Config {
+fn trace_config(faults: &[ResolvedFault], infos: &[NodeInfo], opts: &RunOptions) -> tracerd::config::Config {
+    let extra = &opts.trace_functions;
     let mut functions = BTreeSet::new();
     for f in faults {
         for func in &f.fault.after_functions {
@@ -120,6 +128,9 @@ fn trace_config(faults: &[ResolvedFault], infos: &[NodeInfo], extra: &[(usize, S
         pause_ms: 1000,
         kernel_buffer_bytes: 4 << 20,
         uprobe: functions.into_iter().collect(),
+        count_syscalls: opts.profiling,
+        function_events: !opts.profiling,
+        tolerate_unattachable_functions: opts.profiling,
         ..Default::default()
     }
 }
@@ -190,7 +201,7 @@ fn run_in(scenario: &Scenario, faults: &[ResolvedFault], workdir: &Path, opts: &
         let net = netbed.of(&n.name);
         infos.push(NodeInfo { binary, address: n.address.clone(), host_veth: net.map(|x| x.host_veth.clone()) });
     }
-    let session = tracerd::session::TraceSession::start(trace_config(faults, &infos, &opts.trace_functions)).context("starting the run's tracing")?;
+    let session = tracerd::session::TraceSession::start(trace_config(faults, &infos, opts)).context("starting the run's tracing")?;
     let injector = Injector::start(faults, &infos)?;
     let (fired_tx, fired_rx) = crossbeam_channel::unbounded();
     let patterns = faults
@@ -212,7 +223,7 @@ fn run_in(scenario: &Scenario, faults: &[ResolvedFault], workdir: &Path, opts: &
     let notify_syscalls = (0..scenario.nodes.len())
         .map(|i| faults.iter().filter(|f| f.node_index == i).filter_map(|f| f.syscall_nr).collect::<BTreeSet<_>>().into_iter().collect())
         .collect();
-    let report = RunReport { bug: false, timed_out: false, fired: Vec::new(), faults: faults.len(), context: Vec::new(), workdir: workdir.to_path_buf(), trace: None, kept: false, launched: Vec::new(), matched: Vec::new() };
+    let report = RunReport { bug: false, timed_out: false, fired: Vec::new(), faults: faults.len(), context: Vec::new(), workdir: workdir.to_path_buf(), trace: None, kept: false, launched: Vec::new(), matched: Vec::new(), duration_ms: 0 };
     let mut run = Run {
         scenario, faults, workdir: workdir.to_path_buf(), vars, netbed, injector, session, shared, fired_rx,
         supervisors: Vec::new(), procs: Vec::new(), notify_syscalls, started: Instant::now(), started_boot_ns: boottime_ns(), report, resumes: Vec::new(),
@@ -419,6 +430,7 @@ impl Run<'_> {
         self.report.matched = self.shared.counts.lock().map(|c| c.clone()).unwrap_or_default();
         let trace_dir = self.workdir.join("trace");
         std::fs::create_dir_all(&trace_dir)?;
+        self.report.duration_ms = boottime_ns().saturating_sub(self.started_boot_ns) / 1_000_000;
         self.report.trace = Some(self.session.dump(&trace_dir)?);
         // what the injector did, for whoever reads this run later (the diagnosis feedback)
         std::fs::write(self.workdir.join("run.json"), serde_json::to_vec_pretty(&self.report)?)?;

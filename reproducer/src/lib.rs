@@ -9,6 +9,7 @@ pub mod interrupt;
 pub mod netbed;
 pub mod nodemap;
 pub mod nodes;
+pub mod profile;
 pub mod report;
 pub mod scenario;
 pub mod schedule;

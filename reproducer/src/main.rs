@@ -1,4 +1,5 @@
-//! The `reproducer` command line: run a scenario once with a schedule, or replay it N times.
+//! The `reproducer` command line: run a scenario once with a schedule, replay it N times,
+//! or profile it fault-free.
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -77,6 +78,23 @@ enum Command {
         #[arg(long, value_name = "DIR")]
         out: PathBuf,
     },
+    /// Run the workload fault-free K times and write what is normal: benign failures,
+    /// syscall frequencies, and calls per function (the infrequent ones into OUT's .functions)
+    Profile {
+        #[arg(long, value_name = "FILE")]
+        scenario: PathBuf,
+        #[arg(long, default_value_t = 3)]
+        runs: u32,
+        /// Only functions whose name or source file matches this glob (repeatable; default: all)
+        #[arg(long = "functions-from", value_name = "PATTERN")]
+        functions_from: Vec<String>,
+        /// A function called less often than this (mean calls per second) is infrequent
+        #[arg(long, value_name = "CALLS_PER_S", default_value_t = reproducer::profile::DEFAULT_INFREQUENT_BELOW)]
+        infrequent_below: f64,
+        /// The profile (JSON); the infrequent functions go next to it, extension .functions
+        #[arg(long, value_name = "FILE")]
+        out: PathBuf,
+    },
 }
 
 fn load(scenario: &Path, schedule: Option<&Path>) -> Result<(Scenario, Vec<ResolvedFault>)> {
@@ -141,6 +159,17 @@ fn main_inner(cli: Cli) -> Result<bool> {
         Command::Diagnose { .. } => unreachable!("handled above"),
         Command::Reproduce { scenario, traces, profile, target_rate, max_runs, out } => {
             reproduce_cmd(ReproduceArgs { scenario, traces, profile, target_rate, max_runs, out })
+        }
+        Command::Profile { scenario, runs, functions_from, infrequent_below, out } => {
+            use reproducer::profile;
+            let sc = Scenario::load(&scenario)?;
+            let opts = profile::ProfileOptions { runs, function_patterns: functions_from, infrequent_below_per_s: infrequent_below };
+            let (p, candidates) = profile::profile(&sc, &opts)?;
+            let list = profile::write(&p, &out)?;
+            println!("{}", profile::summary(&p, candidates));
+            println!("profile: {}", out.display());
+            println!("infrequent functions: {}", list.display());
+            Ok(true)
         }
     }
 }

@@ -5,6 +5,7 @@
  *   eventgen fail-path PATH        openat(PATH) that fails (ENOENT expected)
  *   eventgen fail-fd PATH          opens PATH read-only, then write()s to it (EBADF)
  *   eventgen marker N              calls tracerd_test_marker() N times
+ *   eventgen calls N M             calls tracerd_test_marker() N times and getppid() M times
  *   eventgen storm N               N failing syscalls (close(-1)), as fast as possible
  *   eventgen sleep MS              sleeps (to be paused or killed from outside)
  *   eventgen tcp-server PORT       accepts one connection, echoes until EOF
@@ -20,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -116,6 +118,15 @@ int main(int argc, char **argv)
 		for (int i = 0; i < n; i++)
 			tracerd_test_marker(i);
 		tracerd_test_other(n);
+		return 0;
+	}
+	if (!strcmp(mode, "calls") && argc >= 4) {
+		int n = atoi(argv[2]), m = atoi(argv[3]);
+		for (int i = 0; i < n; i++)
+			tracerd_test_marker(i);
+		/* the raw syscall: no libc wrapper may answer from a cache */
+		for (int i = 0; i < m; i++)
+			syscall(SYS_getppid);
 		return 0;
 	}
 	if (!strcmp(mode, "storm")) {

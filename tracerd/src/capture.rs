@@ -135,6 +135,9 @@ pub fn take_dump(engine: &Engine, rec: &mut Recorder, config: &Config, dir: &Pat
         processes: rec.procs.snapshot(),
         open_files,
         event_count: records.len() as u64,
+        function_calls: engine.function_calls()?,
+        unattached_functions: engine.unattached_functions().to_vec(),
+        syscall_counts: engine.syscall_counts()?,
     };
     let name = dump_file_name(&host, clock.realtime_ns, seq);
     write_dump(dir, &name, &DumpContents { meta, records, blobs })

@@ -7,6 +7,11 @@ use serde::{Deserialize, Serialize};
 
 pub const DEFAULT_CONFIG: &str = "/etc/tracerd/tracerd.toml";
 
+/// Most functions (uprobes) one engine traces; bounds the per-CPU call counters.
+pub const MAX_FUNCTIONS: usize = 100_000;
+/// Most (process, syscall) pairs `syscall_count_entries` may ask for.
+pub const MAX_SYSCALL_COUNT_ENTRIES: u32 = 1 << 22;
+
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
@@ -40,6 +45,18 @@ pub struct Config {
     pub connections: u32,
     /// Processes remembered for the dump's process table.
     pub processes: usize,
+    /// Count every syscall of the targets per (process, syscall) into the dump's
+    /// `syscall_counts` (for profiles; costs a map update per syscall).
+    pub count_syscalls: bool,
+    /// (process, syscall) pairs counted at most when `count_syscalls` is on.
+    pub syscall_count_entries: u32,
+    /// Record a function event per uprobe hit. Off: calls are only counted (the dump's
+    /// `function_calls`), so a frequently called function cannot flood the window.
+    pub function_events: bool,
+    /// Count uprobes that cannot be attached (the dump's `unattached_functions`) instead of
+    /// failing. Not a file setting: for programs that embed the engine (profiles).
+    #[serde(skip)]
+    pub tolerate_unattachable_functions: bool,
     /// Trace only the targets even when none is configured yet (they are added later
     /// through the engine). Not a file setting: for programs that embed the engine.
     #[serde(skip)]
@@ -65,6 +82,10 @@ impl Default for Config {
             open_files: 32768,
             connections: 65536,
             processes: 16384,
+            count_syscalls: false,
+            syscall_count_entries: 16384,
+            function_events: true,
+            tolerate_unattachable_functions: false,
             targets_added_later: false,
         }
     }
@@ -144,6 +165,9 @@ impl Config {
         if self.open_files == 0 || self.connections == 0 || self.processes == 0 {
             return bad("open_files/connections/processes", "must be positive");
         }
+        if self.syscall_count_entries == 0 || self.syscall_count_entries > MAX_SYSCALL_COUNT_ENTRIES {
+            return bad("syscall_count_entries", &format!("must be between 1 and {MAX_SYSCALL_COUNT_ENTRIES}"));
+        }
         for comm in &self.target_comm {
             if comm.is_empty() || comm.len() > 15 {
                 return bad("target_comm", &format!("'{comm}' must be 1 to 15 bytes (the kernel's comm length)"));
@@ -189,6 +213,12 @@ impl Config {
                 specs.push(FunctionSpec::parse(line, &origin)?);
             }
         }
+        if specs.len() > MAX_FUNCTIONS {
+            return Err(ConfigError(format!(
+                "{} functions to trace (uprobe and functions file together); at most {MAX_FUNCTIONS}",
+                specs.len()
+            )));
+        }
         Ok(specs)
     }
 }
@@ -215,5 +245,17 @@ mod tests {
         assert!(e.contains("line 1"), "{e}");
         let e = Config::parse("uprobe = [\"nocolon\"]\n", "f.toml").unwrap_err().to_string();
         assert!(e.contains("BINARY:SYMBOL"), "{e}");
+        let e = Config::parse("syscall_count_entries = 0\n", "f.toml").unwrap_err().to_string();
+        assert!(e.contains("syscall_count_entries"), "{e}");
+    }
+
+    #[test]
+    fn counting_switches() {
+        let c = Config::default();
+        assert!(!c.count_syscalls && c.function_events);
+        let c = Config::parse("count_syscalls = true\nfunction_events = false\n", "t").unwrap();
+        assert!(c.count_syscalls && !c.function_events);
+        let e = Config::parse("tolerate_unattachable_functions = true\n", "t").unwrap_err().to_string();
+        assert!(e.contains("tolerate_unattachable_functions"), "not a file setting: {e}");
     }
 }

@@ -17,7 +17,7 @@ use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::config::FunctionSpec;
-use crate::engine::{KernelCounters, OpenFile};
+use crate::engine::{KernelCounters, OpenFile, SyscallCount};
 use crate::procs::ProcInfo;
 use crate::record::{BlobRef, BlobWindow, Payload, Record};
 use crate::recorder::{RecorderCounters, ENCODED_ADDR_LEN};
@@ -100,6 +100,16 @@ pub struct DumpMeta {
     pub processes: Vec<ProcInfo>,
     pub open_files: Vec<OpenFile>,
     pub event_count: u64,
+    /// calls of each function since tracing started, index = `functions` index (added in
+    /// version 1 later: absent in older dumps, read as empty)
+    #[serde(default)]
+    pub function_calls: Vec<u64>,
+    /// `functions` indexes whose uprobe could not be attached (never counted)
+    #[serde(default)]
+    pub unattached_functions: Vec<usize>,
+    /// calls per (process, syscall) since tracing started; empty unless `count_syscalls`
+    #[serde(default)]
+    pub syscall_counts: Vec<SyscallCount>,
 }
 
 /// A dump as read back.
@@ -542,6 +552,18 @@ mod tests {
     }
 
     #[test]
+    fn meta_without_count_fields_still_reads() {
+        let mut old = serde_json::to_value(DumpMeta::default()).unwrap();
+        let obj = old.as_object_mut().unwrap();
+        for k in ["function_calls", "unattached_functions", "syscall_counts"] {
+            obj.remove(k).expect("the field is written");
+        }
+        obj["counters"]["kernel"].as_object_mut().unwrap().remove("syscall_counts_full");
+        let meta: DumpMeta = serde_json::from_value(old).unwrap();
+        assert!(meta.function_calls.is_empty() && meta.syscall_counts.is_empty() && meta.unattached_functions.is_empty());
+    }
+
+    #[test]
     fn file_round_trip_and_damage() {
         let dir = tempfile::tempdir().unwrap();
         let recs = sample();
@@ -549,12 +571,16 @@ mod tests {
             format: "tracerd-dump".into(),
             version: FORMAT_VERSION,
             open_files: vec![OpenFile { open_id: 7, dir_open_id: 0, tgid: 1, path: "/data/aof".into() }],
+            function_calls: vec![3, 0],
+            syscall_counts: vec![SyscallCount { pid: 1, syscall: "getppid".into(), count: 9 }],
             ..DumpMeta::default()
         };
         let contents = DumpContents { meta, records: recs.iter().collect(), blobs: (0, Vec::new()) };
         let path = write_dump(dir.path(), "d.tdump", &contents).unwrap();
         let dump = Dump::read(&path).unwrap();
         assert_eq!(dump.records, recs);
+        assert_eq!(dump.meta.function_calls, vec![3, 0]);
+        assert_eq!(dump.meta.syscall_counts[0].count, 9);
         let events = dump.events();
         assert_eq!(events[0].errno.as_deref(), Some("ENOSPC"));
         assert_eq!(events[0].path.as_deref(), Some("/data/aof"));

@@ -1,21 +1,25 @@
 //! The tracing engine: loads and attaches the BPF programs, fills their configuration
 //! maps, owns every link, and drives the ring-buffer consumer. The daemon and the
 //! reproducer's test runs both trace through this one type.
-use std::collections::HashMap;
+//!
+//! Function uprobes are attached with one uprobe-multi link per binary when the kernel
+//! takes it (one fd and one symbol-table pass however many functions), else one link per
+//! function; the calls of every function are counted in the kernel either way.
+use std::collections::{BTreeMap, HashMap};
 use std::mem::MaybeUninit;
 use std::ops::ControlFlow;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
-use libbpf_rs::{Link, MapCore, MapFlags, OpenObject, RingBufferBuilder, UprobeOpts};
+use libbpf_rs::{Link, MapCore, MapFlags, OpenObject, RingBufferBuilder, UprobeMultiOpts, UprobeOpts};
 
-use crate::bpf::types::{tracerd_conn, tracerd_counter, tracerd_open_file, tracerd_pause};
+use crate::bpf::types::{tracerd_conn, tracerd_counter, tracerd_open_file, tracerd_pause, tracerd_syscall_key};
 use crate::bpf::{TracerSkel, TracerSkelBuilder};
 use crate::config::{Config, FunctionSpec};
 use crate::procs::{exe_key, scan_targets, ProcInfo};
 use crate::recorder::{read_struct, Recorder};
-use crate::syscalls::syscall_arg_table;
+use crate::syscalls::{syscall_arg_table, syscall_name};
 
 /// Drops counted in the kernel, summed over CPUs.
 #[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize, PartialEq, Eq)]
@@ -29,6 +33,17 @@ pub struct KernelCounters {
     pub targets_full: u64,
     pub pauses_full: u64,
     pub connections_full: u64,
+    /// (process, syscall) pairs that did not fit in the syscall counters (count_syscalls)
+    #[serde(default)]
+    pub syscall_counts_full: u64,
+}
+
+/// Calls of one syscall by one process, counted in the kernel (config `count_syscalls`).
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize, PartialEq, Eq)]
+pub struct SyscallCount {
+    pub pid: u32,
+    pub syscall: String,
+    pub count: u64,
 }
 
 /// One entry of the kernel's open-file table, for resolving fds to paths.
@@ -45,6 +60,8 @@ pub struct Engine {
     uprobe_links: Vec<Link>,
     functions: Vec<FunctionSpec>,
     uprobe_attach_failed: u64,
+    /// function ids whose uprobe could not be attached (tolerate_unattachable_functions)
+    unattached: Vec<usize>,
     initial_processes: Vec<ProcInfo>,
 }
 
@@ -98,12 +115,18 @@ impl Engine {
         rodata.gap_ns = config.gap_ms * 1_000_000;
         rodata.pause_ns = config.pause_ms * 1_000_000;
         rodata.wakeup_bytes = (config.kernel_buffer_bytes / 4) as u64;
+        rodata.count_syscalls = config.count_syscalls as u32;
+        rodata.function_events = config.function_events as u32;
         open.maps.events.set_max_entries(config.kernel_buffer_bytes)?;
         open.maps.open_files.set_max_entries(config.open_files)?;
         open.maps.file_opens.set_max_entries(config.open_files)?;
         open.maps.conns.set_max_entries(config.connections)?;
+        // functions.len() is bounded by MAX_FUNCTIONS (config::function_specs)
+        open.maps.function_calls.set_max_entries(functions.len().max(1) as u32)?;
+        open.maps.syscall_counts.set_max_entries(if config.count_syscalls { config.syscall_count_entries } else { 1 })?;
         if functions.is_empty() {
             open.progs.function_hit.set_autoload(false);
+            open.progs.function_hit_multi.set_autoload(false);
         }
         let mut skel = open.load().context("loading the BPF programs (tracerd is tested on Linux 6.18 with BTF; RUST_LOG=libbpf=debug shows the verifier log)")?;
         fill_static_maps(&skel, config)?;
@@ -113,26 +136,79 @@ impl Engine {
         for p in &initial_processes {
             skel.maps.targets.update(&p.pid.to_ne_bytes(), &[1], MapFlags::ANY)?;
         }
-        let mut engine =
-            Engine { skel, uprobe_links: Vec::new(), functions, uprobe_attach_failed: 0, initial_processes };
-        engine.attach_uprobes()?;
+        let mut engine = Engine {
+            skel,
+            uprobe_links: Vec::new(),
+            functions,
+            uprobe_attach_failed: 0,
+            unattached: Vec::new(),
+            initial_processes,
+        };
+        engine.attach_uprobes(config.tolerate_unattachable_functions)?;
         Ok(engine)
     }
 
-    fn attach_uprobes(&mut self) -> Result<()> {
+    /// Attaches every function: one multi link per binary, else (or when that fails) one
+    /// link per function. A function that cannot be attached is an error, or with
+    /// `tolerate` is counted and skipped.
+    fn attach_uprobes(&mut self, tolerate: bool) -> Result<()> {
+        raise_fd_limit(self.functions.len() as u64 + 1024);
+        let mut by_binary: BTreeMap<std::path::PathBuf, Vec<usize>> = BTreeMap::new();
         for (id, f) in self.functions.iter().enumerate() {
-            let opts = UprobeOpts { cookie: id as u64, func_name: Some(f.symbol.clone()), ..Default::default() };
-            match self.skel.progs.function_hit.attach_uprobe_with_opts(-1, &f.binary, 0, opts) {
-                Ok(link) => self.uprobe_links.push(link),
-                Err(e) => {
-                    self.uprobe_attach_failed += 1;
-                    bail!(
-                        "uprobe {}:{}: cannot attach ({e}); is the symbol in the binary's symbol table? (nm -D / nm)",
-                        f.binary.display(),
-                        f.symbol
-                    );
-                }
+            by_binary.entry(f.binary.clone()).or_default().push(id);
+        }
+        for (binary, ids) in by_binary {
+            if ids.len() > 1 && self.attach_multi(&binary, &ids) {
+                continue;
             }
+            for id in ids {
+                self.attach_one(id, tolerate)?;
+            }
+        }
+        if self.uprobe_attach_failed > 0 {
+            log::warn!(
+                "{} of {} functions could not be probed; their calls are not counted (unattached_functions in the dump)",
+                self.uprobe_attach_failed,
+                self.functions.len()
+            );
+        }
+        Ok(())
+    }
+
+    /// One uprobe-multi link for `ids`, all functions of `binary`; false if it failed.
+    fn attach_multi(&mut self, binary: &std::path::Path, ids: &[usize]) -> bool {
+        let opts = UprobeMultiOpts {
+            syms: ids.iter().map(|&id| self.functions[id].symbol.clone()).collect(),
+            cookies: ids.iter().map(|&id| id as u64).collect(),
+            ..Default::default()
+        };
+        match self.skel.progs.function_hit_multi.attach_uprobe_multi_with_opts(-1, binary, "", opts) {
+            Ok(link) => {
+                self.uprobe_links.push(link);
+                true
+            }
+            Err(e) => {
+                log::debug!("uprobe-multi on {} ({} functions) failed ({e}); attaching one by one", binary.display(), ids.len());
+                false
+            }
+        }
+    }
+
+    fn attach_one(&mut self, id: usize, tolerate: bool) -> Result<()> {
+        let f = &self.functions[id];
+        let opts = UprobeOpts { cookie: id as u64, func_name: Some(f.symbol.clone()), ..Default::default() };
+        match self.skel.progs.function_hit.attach_uprobe_with_opts(-1, &f.binary, 0, opts) {
+            Ok(link) => self.uprobe_links.push(link),
+            Err(e) if tolerate => {
+                log::debug!("uprobe {}:{}: cannot attach ({e}); counted", f.binary.display(), f.symbol);
+                self.uprobe_attach_failed += 1;
+                self.unattached.push(id);
+            }
+            Err(e) => bail!(
+                "uprobe {}:{}: cannot attach ({e}); is the symbol in the binary's symbol table? (nm -D / nm)",
+                f.binary.display(),
+                f.symbol
+            ),
         }
         Ok(())
     }
@@ -144,6 +220,37 @@ impl Engine {
 
     pub fn uprobe_attach_failed(&self) -> u64 {
         self.uprobe_attach_failed
+    }
+
+    /// Function ids whose uprobe could not be attached (their calls are never counted).
+    pub fn unattached_functions(&self) -> &[usize] {
+        &self.unattached
+    }
+
+    /// Calls of each function so far, indexed by function id, summed over CPUs.
+    pub fn function_calls(&self) -> Result<Vec<u64>> {
+        let mut out = Vec::with_capacity(self.functions.len());
+        for id in 0..self.functions.len() as u32 {
+            let per_cpu = self.skel.maps.function_calls.lookup_percpu(&id.to_ne_bytes(), MapFlags::ANY)?;
+            out.push(per_cpu.map(|v| sum_per_cpu(&v)).unwrap_or(0));
+        }
+        Ok(out)
+    }
+
+    /// Syscalls counted per (process, syscall) so far (empty unless `count_syscalls`),
+    /// ordered by pid and syscall number.
+    pub fn syscall_counts(&self) -> Result<Vec<SyscallCount>> {
+        let map = &self.skel.maps.syscall_counts;
+        let mut counted: Vec<(u32, u32, u64)> = Vec::new();
+        for key in map.keys() {
+            let Some(k) = read_struct::<tracerd_syscall_key>(&key) else { continue };
+            // a key can vanish between the walk and the lookup only if the map were pruned; it is not
+            if let Some(per_cpu) = map.lookup_percpu(&key, MapFlags::ANY)? {
+                counted.push((k.tgid, k.nr, sum_per_cpu(&per_cpu)));
+            }
+        }
+        counted.sort_unstable();
+        Ok(counted.into_iter().map(|(pid, nr, count)| SyscallCount { pid, syscall: syscall_name(nr), count }).collect())
     }
 
     /// Target processes that were already running when the engine started.
@@ -192,7 +299,7 @@ impl Engine {
         for (i, sum) in sums.iter_mut().enumerate() {
             let key = (i as u32).to_ne_bytes();
             if let Some(per_cpu) = self.skel.maps.counters.lookup_percpu(&key, MapFlags::ANY)? {
-                *sum = per_cpu.iter().filter_map(|v| v.get(..8)).map(|b| u64::from_ne_bytes(b.try_into().unwrap_or([0; 8]))).sum();
+                *sum = sum_per_cpu(&per_cpu);
             }
         }
         Ok(KernelCounters {
@@ -205,6 +312,7 @@ impl Engine {
             targets_full: sums[tracerd_counter::TRACERD_CNT_TARGETS_FULL.0 as usize],
             pauses_full: sums[tracerd_counter::TRACERD_CNT_PAUSES_FULL.0 as usize],
             connections_full: sums[tracerd_counter::TRACERD_CNT_CONNS_FULL.0 as usize],
+            syscall_counts_full: sums[tracerd_counter::TRACERD_CNT_SYSCALL_COUNTS_FULL.0 as usize],
         })
     }
 
@@ -234,6 +342,27 @@ impl Engine {
                 Some((tid, read_struct::<tracerd_pause>(&v)?))
             })
             .collect())
+    }
+}
+
+/// Sum of a per-CPU u64 value.
+fn sum_per_cpu(values: &[Vec<u8>]) -> u64 {
+    values.iter().filter_map(|v| v.get(..8)).map(|b| u64::from_ne_bytes(b.try_into().unwrap_or([0; 8]))).sum()
+}
+
+/// Raises the soft open-file limit towards `wanted` (one fd per uprobe link when the
+/// multi link is unavailable); stays below the hard limit.
+fn raise_fd_limit(wanted: u64) {
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit/setrlimit with a valid pointer to a local rlimit.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 || lim.rlim_cur >= wanted {
+            return;
+        }
+        lim.rlim_cur = wanted.min(lim.rlim_max);
+        if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
+            log::debug!("could not raise the open-file limit to {}", lim.rlim_cur);
+        }
     }
 }
 

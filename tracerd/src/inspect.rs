@@ -53,6 +53,21 @@ pub fn describe(e: &Event) -> String {
     }
 }
 
+/// "counted: ..." for dumps that carry call counts; None for dumps without them.
+fn counted_line(m: &crate::dump::DumpMeta) -> Option<String> {
+    if m.function_calls.is_empty() && m.syscall_counts.is_empty() {
+        return None;
+    }
+    let calls: u64 = m.function_calls.iter().sum();
+    let called = m.function_calls.iter().filter(|&&c| c > 0).count();
+    let syscalls: u64 = m.syscall_counts.iter().map(|c| c.count).sum();
+    Some(format!(
+        "counted: {calls} calls of {called}/{} functions, {syscalls} syscalls in {} (process, syscall) pairs (inspect --meta lists them)",
+        m.function_calls.len(),
+        m.syscall_counts.len()
+    ))
+}
+
 pub fn print_text(dump: &Dump, out: &mut impl Write) -> Result<()> {
     let m = &dump.meta;
     let events = dump.events();
@@ -67,7 +82,8 @@ pub fn print_text(dump: &Dump, out: &mut impl Write) -> Result<()> {
     writeln!(
         out,
         "lost: kernel buffer full {} / {} / {} / {} / {} (syscall/function/network/process/start), overwritten in window {}, \
-         paths unreadable {}, blobs lost {}, unresolved fds {}, uprobe attach failures {}, malformed {}",
+         paths unreadable {}, blobs lost {}, unresolved fds {}, uprobe attach failures {}, malformed {}, \
+         syscall counters full {}",
         c.kernel.buffer_full_syscall,
         c.kernel.buffer_full_function,
         c.kernel.buffer_full_network,
@@ -78,8 +94,12 @@ pub fn print_text(dump: &Dump, out: &mut impl Write) -> Result<()> {
         c.blobs_lost,
         c.open_files_unresolved,
         c.uprobe_attach_failed,
-        c.recorder.malformed
+        c.recorder.malformed,
+        c.kernel.syscall_counts_full
     )?;
+    if let Some(line) = counted_line(m) {
+        writeln!(out, "{line}")?;
+    }
     writeln!(out, "processes: {}, open files known: {}", m.processes.len(), m.open_files.len())?;
     for e in &events {
         writeln!(out, "{}  {:>7}/{:<7} {:<15} {:<15} {}", wall_time(e.realtime_ns), e.pid, e.tid, e.comm, e.kind, describe(e))?;

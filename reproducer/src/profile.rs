@@ -1,0 +1,612 @@
+//! `reproducer profile`: what a scenario's system does when nothing goes wrong (ROSE §4.2,
+//! "Profiling"). Runs the workload fault-free K times under tracing that counts every
+//! syscall per process and every call of every candidate function (function events off,
+//! so a hot function cannot flood the trace), and writes `profile.json`:
+//!
+//! - the syscall failures that happen anyway (benign failure signatures: node, syscall,
+//!   errno, normalized path), with their counts per run and per second,
+//! - syscall frequencies per node,
+//! - calls per candidate function, the infrequent ones (below a calls-per-second
+//!   threshold) marked: they are the functions worth tracing in production,
+//!
+//! plus `<stem>.functions`, the infrequent functions as `BINARY:SYMBOL` lines, which
+//! production tracerd reads with its `functions` setting. Paths are normalized with
+//! [`normalize_path`] so that a test run and a production host agree; the diagnosis uses
+//! the same function.
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+use anyhow::{anyhow, bail, Context, Result};
+use serde::{Deserialize, Serialize};
+
+use crate::binary;
+use crate::executor::{self, RunOptions, RunReport};
+use crate::nodemap::NodeMap;
+use crate::scenario::{Node, Scenario};
+
+/// `format` of every profile file.
+pub const FORMAT: &str = "reproducer-profile";
+/// The profile format version this code writes and reads.
+pub const VERSION: u32 = 1;
+/// Most candidate functions per binary: each costs a uprobe in every profile run.
+pub const MAX_FUNCTIONS_PER_BINARY: usize = 20_000;
+/// Default threshold below which a function is infrequent, calls per second.
+pub const DEFAULT_INFREQUENT_BELOW: f64 = 2.0;
+
+/// The profile file (`profile.json`).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Profile {
+    pub format: String,
+    pub version: u32,
+    pub scenario: String,
+    /// node name -> its command (argv, placeholders unexpanded)
+    pub scenario_nodes: BTreeMap<String, Vec<String>>,
+    pub runs: u32,
+    /// per run: seconds from the first node's start to the end of tracing
+    pub run_seconds: Vec<f64>,
+    pub infrequent_below_per_s: f64,
+    pub failures: Vec<FailureStat>,
+    pub syscalls: Vec<SyscallStat>,
+    pub functions: Vec<FunctionStat>,
+    pub dropped: Dropped,
+    /// failed syscalls of processes that belong to no node (ignored)
+    #[serde(default)]
+    pub unmapped_events: u64,
+    /// syscalls counted for processes that belong to no node (ignored)
+    #[serde(default)]
+    pub unmapped_syscalls: u64,
+    /// candidate functions whose uprobe could not be attached, as BINARY:SYMBOL
+    #[serde(default)]
+    pub functions_not_attached: Vec<String>,
+}
+
+/// A failure signature seen in fault-free runs.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct FailureStat {
+    pub node: String,
+    pub syscall: String,
+    pub errno: String,
+    /// normalized path (see [`normalize_path`]); absent when the call names no path
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    pub per_run: Vec<u64>,
+    pub per_second: f64,
+}
+
+/// Calls of one syscall by one node's processes, failed or not.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct SyscallStat {
+    pub node: String,
+    pub syscall: String,
+    pub per_run: Vec<u64>,
+    pub per_second: f64,
+}
+
+/// Calls of one candidate function.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct FunctionStat {
+    /// the first node that runs the binary
+    pub node: String,
+    /// other nodes that run the same binary (calls are counted over all of them)
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shared_with: Vec<String>,
+    pub binary: String,
+    pub symbol: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_file: Option<String>,
+    pub per_run: Vec<u64>,
+    pub per_second: f64,
+    pub infrequent: bool,
+}
+
+/// What the tracing could not keep, summed over runs.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Dropped {
+    /// failure events lost (kernel buffer full, or overwritten in the window)
+    pub events: u64,
+    /// (process, syscall) pairs that did not fit in the kernel's counters
+    pub counters: u64,
+}
+
+/// What `reproducer profile` was asked for.
+#[derive(Clone, Debug)]
+pub struct ProfileOptions {
+    pub runs: u32,
+    /// globs over function names or source files (all functions when empty)
+    pub function_patterns: Vec<String>,
+    pub infrequent_below_per_s: f64,
+}
+
+/// A function the profile counts: a symbol of a node's binary.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Candidate {
+    /// names of the nodes that run the binary, in scenario order
+    pub nodes: Vec<String>,
+    /// index of the first of them
+    pub node_index: usize,
+    pub binary: String,
+    pub symbol: String,
+    pub source_file: Option<String>,
+}
+
+/// A failure signature.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct FailureKey {
+    pub node: String,
+    pub syscall: String,
+    pub errno: String,
+    pub path: Option<String>,
+}
+
+/// What one fault-free run contributed, mapped to nodes.
+#[derive(Clone, Debug, Default)]
+pub struct RunData {
+    pub seconds: f64,
+    pub failures: BTreeMap<FailureKey, u64>,
+    /// (node, syscall) -> calls
+    pub syscalls: BTreeMap<(String, String), u64>,
+    /// (binary, symbol) -> calls
+    pub function_calls: BTreeMap<(String, String), u64>,
+    /// (binary, symbol) of functions that were not attached
+    pub unattached: BTreeSet<(String, String)>,
+    pub dropped: Dropped,
+    pub unmapped_events: u64,
+    pub unmapped_syscalls: u64,
+}
+
+/// A path as test runs and production hosts both see it: "*/" and the last component,
+/// every run of ASCII digits replaced by "*" ("/srv/x/temp-4123.rdb" -> "*/temp-*.rdb").
+pub fn normalize_path(path: &str) -> String {
+    let last = path.trim_end_matches('/').rsplit('/').next().unwrap_or("");
+    let mut out = String::with_capacity(last.len() + 2);
+    out.push_str("*/");
+    let mut in_digits = false;
+    for c in last.chars() {
+        if c.is_ascii_digit() {
+            if !in_digits {
+                out.push('*');
+            }
+            in_digits = true;
+        } else {
+            out.push(c);
+            in_digits = false;
+        }
+    }
+    out
+}
+
+/// Where the `.functions` list goes: next to `out`, with the extension replaced.
+pub fn functions_path(out: &Path) -> PathBuf {
+    out.with_extension("functions")
+}
+
+/// Reads a profile written by `reproducer profile`.
+pub fn load(path: &Path) -> Result<Profile> {
+    let origin = path.display();
+    let text = std::fs::read_to_string(path).map_err(|e| anyhow!("profile {origin}: {e}"))?;
+    let value: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| anyhow!("profile {origin}: not a reproducer profile (not JSON: {e})"))?;
+    if value.get("format").and_then(|f| f.as_str()) != Some(FORMAT) {
+        bail!("profile {origin}: not a reproducer profile (its \"format\" is not \"{FORMAT}\"; write one with `reproducer profile`)");
+    }
+    match value.get("version").and_then(|v| v.as_u64()) {
+        Some(v) if v == VERSION as u64 => {}
+        Some(v) => bail!("profile {origin}: version {v} is not supported (this reproducer reads version {VERSION})"),
+        None => bail!("profile {origin}: damaged (no \"version\")"),
+    }
+    serde_json::from_value(value).map_err(|e| anyhow!("profile {origin}: damaged ({e})"))
+}
+
+/// The binary a node runs, absolute and with symlinks resolved.
+fn node_binary(node: &Node) -> Result<PathBuf> {
+    let program = &node.command[0];
+    if program.contains('{') {
+        bail!("node {}: its program {program} has a placeholder; a profile needs the program's path before any run", node.name);
+    }
+    let resolved = executor::resolve_binary(program);
+    std::fs::canonicalize(&resolved)
+        .map_err(|e| anyhow!("node {}: program {program} ({}): {e}", node.name, resolved.display()))
+}
+
+/// The functions to count: every defined function of every node's binary that matches
+/// `patterns` (all when empty), once per binary.
+pub fn candidate_functions(scenario: &Scenario, patterns: &[String]) -> Result<Vec<Candidate>> {
+    let mut binaries: Vec<(PathBuf, Vec<usize>)> = Vec::new();
+    for (i, node) in scenario.nodes.iter().enumerate() {
+        let bin = node_binary(node)?;
+        match binaries.iter_mut().find(|(b, _)| *b == bin) {
+            Some((_, nodes)) => nodes.push(i),
+            None => binaries.push((bin, vec![i])),
+        }
+    }
+    let mut out = Vec::new();
+    for (bin, nodes) in binaries {
+        let names: Vec<String> = nodes.iter().map(|&i| scenario.nodes[i].name.clone()).collect();
+        let symbols = match binary::function_symbols(&bin) {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("reproducer: warning: no functions profiled for node {}: {e:#}", names.join(", "));
+                continue;
+            }
+        };
+        let mut seen = BTreeSet::new();
+        // a symbol with ':' cannot be written as BINARY:SYMBOL
+        let chosen: Vec<_> = binary::filter_symbols(symbols, patterns)?
+            .into_iter()
+            .filter(|s| !s.name.is_empty() && !s.name.contains(':') && seen.insert(s.name.clone()))
+            .collect();
+        if chosen.len() > MAX_FUNCTIONS_PER_BINARY {
+            bail!(
+                "{}: {} candidate functions, more than {MAX_FUNCTIONS_PER_BINARY} (one uprobe each); narrow them with --functions-from PATTERN (a glob over function names or source files)",
+                bin.display(),
+                chosen.len()
+            );
+        }
+        let binary = bin.display().to_string();
+        out.extend(chosen.into_iter().map(|s| Candidate {
+            nodes: names.clone(),
+            node_index: nodes[0],
+            binary: binary.clone(),
+            symbol: s.name,
+            source_file: s.source_file,
+        }));
+    }
+    Ok(out)
+}
+
+/// One run's trace, mapped to nodes.
+fn run_data(scenario: &Scenario, report: &RunReport) -> Result<RunData> {
+    let trace = report.trace.as_ref().context("the run kept no trace")?;
+    let dump = tracerd::dump::Dump::read(trace)?;
+    let launched: Vec<(usize, u32)> =
+        report.launched.iter().filter_map(|(name, pid)| Some((scenario.node_index(name)?, *pid))).collect();
+    let map = NodeMap::build(scenario, &dump.meta.processes, &launched);
+    let mut data = RunData { seconds: report.duration_ms as f64 / 1000.0, ..Default::default() };
+    let node_name = |pid: u32| map.node(pid).map(|i| scenario.nodes[i].name.clone());
+    for e in dump.events().into_iter().filter(|e| e.kind == "syscall_failure") {
+        let Some(node) = node_name(e.pid) else {
+            data.unmapped_events += 1;
+            continue;
+        };
+        let key = FailureKey {
+            node,
+            syscall: e.syscall.unwrap_or_default(),
+            errno: e.errno.unwrap_or_default(),
+            path: e.path.as_deref().map(normalize_path),
+        };
+        *data.failures.entry(key).or_default() += 1;
+    }
+    for c in &dump.meta.syscall_counts {
+        match node_name(c.pid) {
+            Some(node) => *data.syscalls.entry((node, c.syscall.clone())).or_default() += c.count,
+            None => data.unmapped_syscalls += c.count,
+        }
+    }
+    let meta = &dump.meta;
+    for (i, f) in meta.functions.iter().enumerate() {
+        let key = (f.binary.display().to_string(), f.symbol.clone());
+        if meta.unattached_functions.contains(&i) {
+            data.unattached.insert(key);
+        } else {
+            *data.function_calls.entry(key).or_default() += meta.function_calls.get(i).copied().unwrap_or(0);
+        }
+    }
+    let k = &meta.counters;
+    data.dropped.events = k.kernel.buffer_full_syscall + k.recorder.ring_overwritten;
+    data.dropped.counters = k.kernel.syscall_counts_full;
+    Ok(data)
+}
+
+/// Mean over runs of count / seconds.
+fn per_second(per_run: &[u64], runs: &[RunData]) -> f64 {
+    if runs.is_empty() {
+        return 0.0;
+    }
+    let sum: f64 = per_run.iter().zip(runs).map(|(&n, r)| n as f64 / r.seconds.max(1e-3)).sum();
+    sum / runs.len() as f64
+}
+
+fn failure_stats(runs: &[RunData]) -> Vec<FailureStat> {
+    let keys: BTreeSet<&FailureKey> = runs.iter().flat_map(|r| r.failures.keys()).collect();
+    let mut out: Vec<FailureStat> = keys
+        .into_iter()
+        .map(|k| {
+            let per_run: Vec<u64> = runs.iter().map(|r| r.failures.get(k).copied().unwrap_or(0)).collect();
+            FailureStat {
+                node: k.node.clone(),
+                syscall: k.syscall.clone(),
+                errno: k.errno.clone(),
+                path: k.path.clone(),
+                per_second: per_second(&per_run, runs),
+                per_run,
+            }
+        })
+        .collect();
+    out.sort_by(|a, b| a.node.cmp(&b.node).then(b.per_second.total_cmp(&a.per_second)));
+    out
+}
+
+fn syscall_stats(runs: &[RunData]) -> Vec<SyscallStat> {
+    let keys: BTreeSet<&(String, String)> = runs.iter().flat_map(|r| r.syscalls.keys()).collect();
+    let mut out: Vec<SyscallStat> = keys
+        .into_iter()
+        .map(|k| {
+            let per_run: Vec<u64> = runs.iter().map(|r| r.syscalls.get(k).copied().unwrap_or(0)).collect();
+            SyscallStat { node: k.0.clone(), syscall: k.1.clone(), per_second: per_second(&per_run, runs), per_run }
+        })
+        .collect();
+    out.sort_by(|a, b| a.node.cmp(&b.node).then(b.per_second.total_cmp(&a.per_second)));
+    out
+}
+
+/// Calls per candidate (attached in every run), and the candidates that were not attached.
+fn function_stats(candidates: &[Candidate], runs: &[RunData], threshold: f64) -> (Vec<FunctionStat>, Vec<String>) {
+    let mut stats = Vec::new();
+    let mut not_attached = Vec::new();
+    for c in candidates {
+        let key = (c.binary.clone(), c.symbol.clone());
+        if runs.iter().any(|r| r.unattached.contains(&key)) {
+            not_attached.push(format!("{}:{}", c.binary, c.symbol));
+            continue;
+        }
+        let per_run: Vec<u64> = runs.iter().map(|r| r.function_calls.get(&key).copied().unwrap_or(0)).collect();
+        let rate = per_second(&per_run, runs);
+        stats.push(FunctionStat {
+            node: c.nodes.first().cloned().unwrap_or_default(),
+            shared_with: c.nodes.iter().skip(1).cloned().collect(),
+            binary: c.binary.clone(),
+            symbol: c.symbol.clone(),
+            source_file: c.source_file.clone(),
+            per_run,
+            per_second: rate,
+            infrequent: rate < threshold,
+        });
+    }
+    (stats, not_attached)
+}
+
+/// The profile of `runs` (pure: the unit tests feed it synthetic runs).
+pub fn aggregate(scenario: &Scenario, candidates: &[Candidate], runs: &[RunData], threshold: f64) -> Profile {
+    let (functions, functions_not_attached) = function_stats(candidates, runs, threshold);
+    let mut dropped = Dropped::default();
+    for r in runs {
+        dropped.events += r.dropped.events;
+        dropped.counters += r.dropped.counters;
+    }
+    Profile {
+        format: FORMAT.into(),
+        version: VERSION,
+        scenario: scenario.name.clone(),
+        scenario_nodes: scenario.nodes.iter().map(|n| (n.name.clone(), n.command.clone())).collect(),
+        runs: runs.len() as u32,
+        run_seconds: runs.iter().map(|r| r.seconds).collect(),
+        infrequent_below_per_s: threshold,
+        failures: failure_stats(runs),
+        syscalls: syscall_stats(runs),
+        functions,
+        dropped,
+        unmapped_events: runs.iter().map(|r| r.unmapped_events).sum(),
+        unmapped_syscalls: runs.iter().map(|r| r.unmapped_syscalls).sum(),
+        functions_not_attached,
+    }
+}
+
+/// Runs the scenario fault-free `opts.runs` times and profiles it. Refuses when the
+/// oracle fires in a fault-free run.
+pub fn profile(scenario: &Scenario, opts: &ProfileOptions) -> Result<(Profile, usize)> {
+    if opts.runs == 0 {
+        bail!("--runs must be at least 1");
+    }
+    if !opts.infrequent_below_per_s.is_finite() || opts.infrequent_below_per_s < 0.0 {
+        bail!("--infrequent-below must be a number of calls per second, 0 or more");
+    }
+    let candidates = candidate_functions(scenario, &opts.function_patterns)?;
+    let base = tempfile::Builder::new().prefix("reproducer-profile-").tempdir().context("profile scratch directory")?;
+    let run_opts = RunOptions {
+        keep: true,
+        base_dir: Some(base.path().to_path_buf()),
+        trace_functions: candidates.iter().map(|c| (c.node_index, format!("{}:{}", c.binary, c.symbol))).collect(),
+        profiling: true,
+    };
+    let mut runs = Vec::new();
+    for i in 1..=opts.runs {
+        let report = executor::run(scenario, &[], &run_opts)?;
+        if report.bug {
+            bail!(
+                "oracle fired in fault-free run {i} of {}: the oracle must be false without faults, or the profile would count the bug's symptoms as normal (oracle: {})",
+                opts.runs,
+                scenario.oracle.command.join(" ")
+            );
+        }
+        if report.timed_out {
+            eprintln!("reproducer: warning: fault-free run {i} hit run_timeout_s; its workload was stopped");
+        }
+        let data = run_data(scenario, &report)?;
+        println!("profile run {i}/{}: {:.2} s, {} failed syscalls", opts.runs, data.seconds, data.failures.values().sum::<u64>());
+        let _ = std::fs::remove_dir_all(&report.workdir);
+        runs.push(data);
+    }
+    Ok((aggregate(scenario, &candidates, &runs, opts.infrequent_below_per_s), candidates.len()))
+}
+
+/// The `.functions` file: the infrequent functions, one BINARY:SYMBOL line each.
+pub fn functions_list(profile: &Profile) -> String {
+    let mut text = format!(
+        "# infrequent functions (< {} calls/s in {} fault-free runs of scenario {}), written by reproducer profile;\n\
+         # the list for tracerd's `functions` setting\n",
+        profile.infrequent_below_per_s, profile.runs, profile.scenario
+    );
+    let lines: BTreeSet<String> =
+        profile.functions.iter().filter(|f| f.infrequent).map(|f| format!("{}:{}", f.binary, f.symbol)).collect();
+    for line in lines {
+        text.push_str(&line);
+        text.push('\n');
+    }
+    text
+}
+
+/// Writes `bytes` to `path` atomically: a hidden temp file in the same directory, fsync,
+/// rename, fsync of the directory; mode 0644.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let name = path.file_name().with_context(|| format!("{}: not a file name", path.display()))?;
+    let temp = dir.join(format!(".{}.tmp{}", name.to_string_lossy(), std::process::id()));
+    let result = (|| -> std::io::Result<()> {
+        let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o644).open(&temp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        std::fs::rename(&temp, path)?;
+        std::fs::File::open(&dir)?.sync_all()
+    })();
+    if let Err(e) = result {
+        let _ = std::fs::remove_file(&temp);
+        bail!("writing {}: {e}", path.display());
+    }
+    Ok(())
+}
+
+/// Writes `profile` to `out` and its infrequent functions next to it; returns the
+/// `.functions` path.
+pub fn write(profile: &Profile, out: &Path) -> Result<PathBuf> {
+    let mut json = serde_json::to_vec_pretty(profile)?;
+    json.push(b'\n');
+    write_atomic(out, &json)?;
+    let list = functions_path(out);
+    write_atomic(&list, functions_list(profile).as_bytes())?;
+    Ok(list)
+}
+
+/// The one-line summary printed after a profile.
+pub fn summary(profile: &Profile, candidates: usize) -> String {
+    let infrequent = profile.functions.iter().filter(|f| f.infrequent).count();
+    format!(
+        "profile: {} runs, {} failure signatures, {} candidate functions ({} not attachable), {} infrequent (< {} calls/s)",
+        profile.runs,
+        profile.failures.len(),
+        candidates,
+        profile.functions_not_attached.len(),
+        infrequent,
+        profile.infrequent_below_per_s
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normalizes_paths() {
+        assert_eq!(normalize_path("/srv/x/temp-4123.rdb"), "*/temp-*.rdb");
+        assert_eq!(normalize_path("appendonly.aof.1.incr.aof"), "*/appendonly.aof.*.incr.aof");
+        assert_eq!(normalize_path("/var/lib/db/"), "*/db");
+        assert_eq!(normalize_path("/a/b/12345"), "*/*");
+        assert_eq!(normalize_path("/tmp/run-42/node1/log"), "*/log");
+        assert_eq!(normalize_path("x1y22z333"), "*/x*y*z*");
+        assert_eq!(normalize_path("/"), "*/");
+    }
+
+    const SCENARIO: &str = "name = \"kv\"\n[[nodes]]\nname = \"db1\"\ncommand = [\"kvnode\", \"1\"]\n\
+        [[nodes]]\nname = \"db2\"\ncommand = [\"kvnode\", \"2\"]\n[workload]\ncommand = [\"true\"]\n[oracle]\ncommand = [\"false\"]\n";
+
+    fn candidate(symbol: &str) -> Candidate {
+        Candidate {
+            nodes: vec!["db1".into(), "db2".into()],
+            node_index: 0,
+            binary: "/opt/kvnode".into(),
+            symbol: symbol.into(),
+            source_file: Some("kvnode.c".into()),
+        }
+    }
+
+    fn run(seconds: f64, enoent: u64, writes: u64, snapshot: u64, loop_calls: u64) -> RunData {
+        let mut r = RunData { seconds, ..Default::default() };
+        let key = FailureKey { node: "db1".into(), syscall: "openat".into(), errno: "ENOENT".into(), path: Some("*/optional.conf".into()) };
+        r.failures.insert(key, enoent);
+        r.syscalls.insert(("db1".into(), "write".into()), writes);
+        r.function_calls.insert(("/opt/kvnode".into(), "store_snapshot".into()), snapshot);
+        r.function_calls.insert(("/opt/kvnode".into(), "event_loop".into()), loop_calls);
+        r.unattached.insert(("/opt/kvnode".into(), "ambiguous".into()));
+        r.dropped = Dropped { events: 1, counters: 2 };
+        r.unmapped_events = 3;
+        r
+    }
+
+    #[test]
+    fn aggregates_runs() {
+        let s = Scenario::parse(SCENARIO, "t").unwrap();
+        let candidates = vec![candidate("store_snapshot"), candidate("event_loop"), candidate("never_called"), candidate("ambiguous")];
+        let mut second = run(2.0, 12, 98, 1, 4000);
+        second.failures.insert(FailureKey { node: "db2".into(), syscall: "connect".into(), errno: "ECONNREFUSED".into(), path: None }, 4);
+        let runs = vec![run(1.0, 12, 100, 1, 1000), second];
+        let p = aggregate(&s, &candidates, &runs, 2.0);
+        assert_eq!((p.format.as_str(), p.version, p.runs), (FORMAT, VERSION, 2));
+        assert_eq!(p.run_seconds, vec![1.0, 2.0]);
+        assert_eq!(p.scenario_nodes["db2"], vec!["kvnode".to_string(), "2".into()]);
+
+        assert_eq!(p.failures.len(), 2);
+        let enoent = &p.failures[0];
+        assert_eq!((enoent.node.as_str(), enoent.errno.as_str(), enoent.path.as_deref()), ("db1", "ENOENT", Some("*/optional.conf")));
+        assert_eq!(enoent.per_run, vec![12, 12]);
+        assert!((enoent.per_second - 9.0).abs() < 1e-9, "mean of 12/1 and 12/2: {}", enoent.per_second);
+        let refused = &p.failures[1];
+        assert_eq!((refused.per_run.clone(), refused.path.clone()), (vec![0, 4], None), "a signature missing from a run counts 0 there");
+        assert!((refused.per_second - 1.0).abs() < 1e-9);
+
+        assert_eq!(p.syscalls.len(), 1);
+        assert_eq!(p.syscalls[0].per_run, vec![100, 98]);
+        assert!((p.syscalls[0].per_second - 74.5).abs() < 1e-9);
+
+        let f = |name: &str| p.functions.iter().find(|f| f.symbol == name).unwrap_or_else(|| panic!("{name} listed"));
+        assert!(f("store_snapshot").infrequent && (f("store_snapshot").per_second - 0.75).abs() < 1e-9);
+        assert!(!f("event_loop").infrequent);
+        assert_eq!(f("never_called").per_run, vec![0, 0]);
+        assert!(f("never_called").infrequent, "never called counts as infrequent");
+        assert_eq!(f("store_snapshot").shared_with, vec!["db2".to_string()]);
+        assert!(p.functions.iter().all(|f| f.symbol != "ambiguous"), "a function never attached is not measured");
+        assert_eq!(p.functions_not_attached, vec!["/opt/kvnode:ambiguous".to_string()]);
+        assert_eq!(p.dropped, Dropped { events: 2, counters: 4 });
+        assert_eq!(p.unmapped_events, 6);
+
+        let list = functions_list(&p);
+        assert!(list.contains("\n/opt/kvnode:store_snapshot\n") && list.contains("\n/opt/kvnode:never_called\n"), "{list}");
+        assert!(!list.contains("event_loop") && !list.contains("ambiguous"), "{list}");
+        let parsed: Vec<&str> = list.lines().filter(|l| !l.starts_with('#')).collect();
+        assert_eq!(parsed.len(), 2);
+    }
+
+    #[test]
+    fn threshold_is_exclusive() {
+        let s = Scenario::parse(SCENARIO, "t").unwrap();
+        let p = aggregate(&s, &[candidate("store_snapshot")], &[run(1.0, 0, 0, 2, 0)], 2.0);
+        assert!(!p.functions[0].infrequent, "2 calls/s is not below 2");
+    }
+
+    #[test]
+    fn writes_and_loads() {
+        let s = Scenario::parse(SCENARIO, "t").unwrap();
+        let p = aggregate(&s, &[candidate("store_snapshot")], &[run(1.0, 1, 2, 1, 0)], 2.0);
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("profile.json");
+        let list = write(&p, &out).unwrap();
+        assert_eq!(list, dir.path().join("profile.functions"));
+        assert_eq!(load(&out).unwrap(), p);
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(std::fs::metadata(&out).unwrap().permissions().mode() & 0o777, 0o644);
+        let leftovers: Vec<_> = std::fs::read_dir(dir.path()).unwrap().filter_map(|e| e.ok()).filter(|e| e.file_name().to_string_lossy().starts_with('.')).collect();
+        assert!(leftovers.is_empty(), "no temp files left");
+
+        let other = dir.path().join("other.json");
+        std::fs::write(&other, "{\"format\": \"tracerd-dump\", \"version\": 1}").unwrap();
+        let e = format!("{:#}", load(&other).unwrap_err());
+        assert!(e.contains("other.json") && e.contains("not a reproducer profile"), "{e}");
+        std::fs::write(&other, "not json").unwrap();
+        assert!(format!("{:#}", load(&other).unwrap_err()).contains("not a reproducer profile"));
+        std::fs::write(&other, "{\"format\": \"reproducer-profile\", \"version\": 2}").unwrap();
+        assert!(format!("{:#}", load(&other).unwrap_err()).contains("version 2"));
+    }
+}
