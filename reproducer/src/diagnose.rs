@@ -8,6 +8,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
+use crate::profile::normalize_path;
 use crate::scenario::Scenario;
 use crate::timeline::{TimedEvent, Timeline};
 
@@ -75,28 +76,19 @@ pub struct BaselineRates {
 }
 
 impl BaselineRates {
-    /// Reads the failure rates of a `reproducer profile` file made for `scenario`.
+    /// The failure rates of a `reproducer profile` file made for `scenario`.
     pub fn load(path: &std::path::Path, scenario: Option<&Scenario>) -> anyhow::Result<BaselineRates> {
-        let origin = path.display();
-        let text = std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("profile {origin}: {e}"))?;
-        let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| anyhow::anyhow!("profile {origin}: not JSON ({e})"))?;
-        if v["format"] != "reproducer-profile" {
-            anyhow::bail!("profile {origin}: not a reproducer profile (no \"format\": \"reproducer-profile\")");
-        }
-        let name = v["scenario"].as_str().unwrap_or_default().to_string();
+        let p = crate::profile::load(path)?;
         if let Some(s) = scenario {
-            if name != s.name {
-                anyhow::bail!("profile {origin} was made for scenario '{name}', not '{}': profile this scenario first (reproducer profile)", s.name);
+            if p.scenario != s.name {
+                anyhow::bail!("profile {} was made for scenario '{}', not '{}': profile this scenario first (reproducer profile)", path.display(), p.scenario, s.name);
+            }
+            if let Some(n) = p.scenario_nodes.keys().find(|n| s.node_index(n).is_none()) {
+                anyhow::bail!("profile {} names node '{n}', which scenario '{}' does not have: profile the scenario again", path.display(), s.name);
             }
         }
-        let mut failures = HashMap::new();
-        for (i, f) in v["failures"].as_array().into_iter().flatten().enumerate() {
-            let field = |k: &str| f[k].as_str().map(String::from).ok_or_else(|| anyhow::anyhow!("profile {origin}: failures[{i}] has no {k}"));
-            let key = (field("node")?, field("syscall")?, field("errno")?, f["path"].as_str().map(String::from));
-            let rate = f["per_second"].as_f64().ok_or_else(|| anyhow::anyhow!("profile {origin}: failures[{i}] has no per_second"))?;
-            failures.insert(key, rate);
-        }
-        Ok(BaselineRates { scenario: name, failures })
+        let failures = p.failures.into_iter().map(|f| ((f.node, f.syscall, f.errno, f.path), f.per_second)).collect();
+        Ok(BaselineRates { scenario: p.scenario, failures })
     }
 }
 
@@ -114,25 +106,6 @@ impl Diagnosis {
     pub fn causes(&self) -> impl Iterator<Item = &Candidate> {
         self.candidates.iter().filter(|c| c.verdict == Verdict::Cause)
     }
-}
-
-/// "*/" plus the file name with digit runs as "*": what a path looks like on any host.
-pub fn path_signature(path: &str) -> String {
-    let name = path.rsplit('/').next().unwrap_or(path);
-    let mut out = String::from("*/");
-    let mut in_digits = false;
-    for c in name.chars() {
-        if c.is_ascii_digit() {
-            if !in_digits {
-                out.push('*');
-            }
-            in_digits = true;
-        } else {
-            out.push(c);
-            in_digits = false;
-        }
-    }
-    out
 }
 
 fn who(t: &TimedEvent, scenario: Option<&Scenario>) -> String {
@@ -336,7 +309,7 @@ impl Builder<'_> {
             if e.kind != "syscall_failure" || (self.scenario.is_some() && t.node.is_none()) {
                 continue;
             }
-            let key = (t.node, who(t, self.scenario), e.syscall.clone().unwrap_or_default(), e.errno.clone().unwrap_or_default(), e.path.as_deref().map(path_signature));
+            let key = (t.node, who(t, self.scenario), e.syscall.clone().unwrap_or_default(), e.errno.clone().unwrap_or_default(), e.path.as_deref().map(normalize_path));
             groups.entry(key).or_default().push(t);
         }
         for ((_, who_, syscall, errno, path), events) in groups {
@@ -506,13 +479,6 @@ pub fn render(d: &Diagnosis, scenario: Option<&Scenario>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn path_signatures_drop_directories_and_numbers() {
-        assert_eq!(path_signature("/srv/x/temp-4123.rdb"), "*/temp-*.rdb");
-        assert_eq!(path_signature("appendonly.aof.1.incr.aof"), "*/appendonly.aof.*.incr.aof");
-        assert_eq!(path_signature("/tmp/reproducer-run-ab12/db1/snapshot"), "*/snapshot");
-    }
 
     #[test]
     fn poisson_tail_matches_known_values() {
