@@ -32,6 +32,8 @@ pub const FORMAT: &str = "reproducer-profile";
 pub const VERSION: u32 = 1;
 /// Most candidate functions per binary: each costs a uprobe in every profile run.
 pub const MAX_FUNCTIONS_PER_BINARY: usize = 20_000;
+/// A function called at most this often per run (on average) is infrequent at any rate.
+pub const FEW_CALLS_PER_RUN: f64 = 5.0;
 /// Default threshold below which a function is infrequent, calls per second.
 pub const DEFAULT_INFREQUENT_BELOW: f64 = 2.0;
 
@@ -341,6 +343,14 @@ fn syscall_stats(runs: &[RunData]) -> Vec<SyscallStat> {
     out
 }
 
+/// Below the rate threshold, or called only a handful of times per run: a workload of a
+/// few seconds makes one call look like "12 per second", yet a call per run is the rarest
+/// kind of event there is.
+fn is_infrequent(per_run: &[u64], rate: f64, threshold: f64) -> bool {
+    let mean = per_run.iter().sum::<u64>() as f64 / per_run.len().max(1) as f64;
+    rate < threshold || mean <= FEW_CALLS_PER_RUN
+}
+
 /// Calls per candidate (attached in every run), and the candidates that were not attached.
 fn function_stats(candidates: &[Candidate], runs: &[RunData], threshold: f64) -> (Vec<FunctionStat>, Vec<String>) {
     let mut stats = Vec::new();
@@ -353,6 +363,7 @@ fn function_stats(candidates: &[Candidate], runs: &[RunData], threshold: f64) ->
         }
         let per_run: Vec<u64> = runs.iter().map(|r| r.function_calls.get(&key).copied().unwrap_or(0)).collect();
         let rate = per_second(&per_run, runs);
+        let infrequent = is_infrequent(&per_run, rate, threshold);
         stats.push(FunctionStat {
             node: c.nodes.first().cloned().unwrap_or_default(),
             shared_with: c.nodes.iter().skip(1).cloned().collect(),
@@ -361,7 +372,7 @@ fn function_stats(candidates: &[Candidate], runs: &[RunData], threshold: f64) ->
             source_file: c.source_file.clone(),
             per_run,
             per_second: rate,
-            infrequent: rate < threshold,
+            infrequent,
         });
     }
     (stats, not_attached)
