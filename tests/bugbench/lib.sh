@@ -1,0 +1,297 @@
+# Shared helpers of the bug benchmark's produce scripts (tests/bugbench/*/produce).
+# shellcheck shell=bash
+#
+# A produce script does, in this order:
+#   source "$(dirname "$0")/../lib.sh"
+#   bb_init "$@"                      # root, packages, build, PATH, OUT_DIR, FUNCTIONS_FILE
+#   bb_attempts 3 attempt             # calls `attempt` until it succeeds (fresh state each time)
+# and its `attempt` function uses bb_workdir, bb_net_up, bb_tracerd_start, bb_start,
+# bb_wait_for, bb_dump. Everything it starts is stopped, and every namespace and interface
+# it creates is removed, by bb_cleanup: after every attempt, on exit, on failure and on
+# Ctrl-C.
+#
+# Environment:
+#   BB_BUILD   where programs are built (default target/bugbench, relative to the repo root);
+#              the binaries go to $BB_BUILD/bin, which is put first on PATH
+#   TRACERD    the tracerd binary (default: target/release/tracerd of this checkout, else PATH)
+#   BB_KEEP=1  keep the production work directory (node logs) instead of removing it
+
+BB_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO_ROOT="$(cd "$BB_DIR/../.." && pwd)"
+# say, die, need_root, install_packages
+# shellcheck source=../../scripts/lib.sh
+source "$REPO_ROOT/scripts/lib.sh"
+
+BB_BUILD="${BB_BUILD:-target/bugbench}"
+case "$BB_BUILD" in /*) ;; *) BB_BUILD="$REPO_ROOT/$BB_BUILD" ;; esac
+export BB_BUILD
+case ":$PATH:" in *":$BB_BUILD/bin:"*) ;; *) export PATH="$BB_BUILD/bin:$PATH" ;; esac
+
+BB_WORK=""          # the current attempt's work directory (like a reproducer run's {workdir})
+BB_TRACERD_PID=""
+BB_NETNS=()         # namespaces created by bb_net_up
+BB_VETHS=()         # host-side veths created by bb_net_up
+BB_BRIDGE=""
+BB_MOUNTS=()        # mount points to unmount on cleanup (bb_track_mount)
+declare -A BB_PIDS=()   # node name -> pid (also its process group: nodes run under setsid)
+BB_REASON=""        # why the last attempt failed (one line)
+BB_DUMP=""          # the dump of the successful attempt
+
+bb_log() { printf '[%s] %s\n' "${BB_CASE:-bugbench}" "$*" >&2; }
+
+# bb_build: compiles programs/*.c into $BB_BUILD/bin when the source is newer than the binary.
+bb_build() {
+  command -v gcc >/dev/null || install_packages gcc libc6-dev
+  mkdir -p "$BB_BUILD/bin"
+  local src name bin
+  for src in "$BB_DIR"/programs/*.c; do
+    name="$(basename "$src" .c)"
+    bin="$BB_BUILD/bin/$name"
+    if [ ! -x "$bin" ] || [ "$src" -nt "$bin" ]; then
+      gcc -O1 -g -Wall -o "$bin.tmp.$$" "$src" || die "building $src failed"
+      mv -f "$bin.tmp.$$" "$bin"
+    fi
+  done
+}
+
+bb_tracerd_bin() {
+  if [ -n "${TRACERD:-}" ]; then
+    echo "$TRACERD"
+  elif [ -x "$REPO_ROOT/target/release/tracerd" ]; then
+    echo "$REPO_ROOT/target/release/tracerd"
+  elif command -v tracerd >/dev/null; then
+    command -v tracerd
+  else
+    die "tracerd not found: build it (cargo build --release) or set TRACERD"
+  fi
+}
+
+# bb_init "$@": the common start of every produce script. Sets OUT_DIR and FUNCTIONS_FILE
+# (absolute; FUNCTIONS_FILE empty when not given), installs packages named in
+# BB_PACKAGES, builds the programs and installs the cleanup trap.
+bb_init() {
+  [ $# -ge 1 ] && [ $# -le 2 ] || { echo "usage: $0 OUT_DIR [FUNCTIONS_FILE]" >&2; exit 2; }
+  need_root "$@"
+  mkdir -p "$1"
+  OUT_DIR="$(cd "$1" && pwd)"
+  FUNCTIONS_FILE=""
+  if [ $# -eq 2 ]; then
+    [ -r "$2" ] || die "functions file $2 is not readable"
+    FUNCTIONS_FILE="$(cd "$(dirname "$2")" && pwd)/$(basename "$2")"
+  fi
+  # shellcheck disable=SC2086
+  install_packages iproute2 procps gcc libc6-dev ${BB_PACKAGES:-}
+  bb_build
+  TRACERD_BIN="$(bb_tracerd_bin)"
+  trap 'bb_cleanup; exit 130' INT TERM
+  trap 'bb_cleanup' EXIT
+}
+
+# bb_workdir: a fresh work directory with one subdirectory per node name given.
+bb_workdir() {
+  BB_WORK="$(mktemp -d "/tmp/bb-${BB_CASE:-case}.XXXXXX")"
+  chmod 755 "$BB_WORK"
+  local n
+  for n in "$@"; do mkdir -p "$BB_WORK/$n"; done
+}
+
+# bb_wait_for SECONDS CMD...: runs CMD every 50 ms until it succeeds; fails after SECONDS.
+bb_wait_for() {
+  local limit=$(( $1 * 20 )) i=0
+  shift
+  while ! "$@" >/dev/null 2>&1; do
+    i=$((i + 1))
+    [ "$i" -ge "$limit" ] && return 1
+    sleep 0.05
+  done
+}
+
+# bb_log_has NODE TEXT: the node's log contains TEXT (fixed string).
+bb_log_has() { grep -qF -- "$2" "$BB_WORK/$1.log" 2>/dev/null; }
+
+# bb_net_up TAG NODE=ADDRESS...: the reproducer's test network, with bb names: a bridge
+# bb<TAG>br with address .254 of the nodes' /24, and per node a namespace bb<TAG>-<NODE>
+# joined by a veth whose bridge end is bb<TAG>n<I> (I counts from 0 in argument order).
+# Stale leftovers of an interrupted earlier run with the same names are removed first.
+bb_net_up() {
+  local tag="$1" i=0 spec node addr prefix
+  shift
+  BB_BRIDGE="bb${tag}br"
+  bb_net_remove_stale "$tag" "$@"
+  addr="${1#*=}"
+  prefix="${addr%.*}"
+  ip link add "$BB_BRIDGE" type bridge
+  ip addr add "$prefix.254/24" dev "$BB_BRIDGE"
+  ip link set "$BB_BRIDGE" up
+  for spec in "$@"; do
+    node="${spec%%=*}"
+    addr="${spec#*=}"
+    ip netns add "bb${tag}-${node}"
+    BB_NETNS+=("bb${tag}-${node}")
+    ip link add "bb${tag}n${i}" type veth peer name eth0 netns "bb${tag}-${node}"
+    BB_VETHS+=("bb${tag}n${i}")
+    ip link set "bb${tag}n${i}" master "$BB_BRIDGE" up
+    ip -n "bb${tag}-${node}" addr add "$addr/24" dev eth0
+    ip -n "bb${tag}-${node}" link set eth0 up
+    ip -n "bb${tag}-${node}" link set lo up
+    i=$((i + 1))
+  done
+}
+
+bb_net_remove_stale() {
+  local tag="$1" i=0 spec
+  shift
+  for spec in "$@"; do
+    ip link del "bb${tag}n${i}" 2>/dev/null || true
+    ip netns del "bb${tag}-${spec%%=*}" 2>/dev/null || true
+    i=$((i + 1))
+  done
+  ip link del "bb${tag}br" 2>/dev/null || true
+}
+
+bb_net_down() {
+  local v n
+  for v in "${BB_VETHS[@]}"; do ip link del "$v" 2>/dev/null || true; done
+  for n in "${BB_NETNS[@]}"; do ip netns del "$n" 2>/dev/null || true; done
+  [ -n "$BB_BRIDGE" ] && { ip link del "$BB_BRIDGE" 2>/dev/null || true; }
+  BB_VETHS=()
+  BB_NETNS=()
+  BB_BRIDGE=""
+}
+
+# bb_tracerd_start COMM...: starts tracerd targeting processes with these comms (and their
+# descendants), dumping to $OUT_DIR, tracing the functions of $FUNCTIONS_FILE if given;
+# waits until it is ready. Gaps and pauses count from 1 s, like the reproducer's own trace.
+bb_tracerd_start() {
+  local cfg="$BB_WORK/tracerd.toml" c list=""
+  for c in "$@"; do list="$list\"$c\", "; done
+  {
+    echo "dump_dir = \"$OUT_DIR\""
+    echo "control_socket = \"$BB_WORK/tracerd.sock\""
+    echo "ring_events = 200000"
+    echo "gap_ms = 1000"
+    echo "pause_ms = 1000"
+    echo "target_comm = [${list%, }]"
+    [ -n "$FUNCTIONS_FILE" ] && echo "functions = \"$FUNCTIONS_FILE\""
+  } > "$cfg"
+  "$TRACERD_BIN" run --config "$cfg" > "$BB_WORK/tracerd.log" 2>&1 &
+  BB_TRACERD_PID=$!
+  local i
+  for i in $(seq 600); do
+    grep -q 'ready' "$BB_WORK/tracerd.log" && return 0
+    kill -0 "$BB_TRACERD_PID" 2>/dev/null || break
+    sleep 0.05
+  done
+  die "tracerd did not start: $(tail -n 3 "$BB_WORK/tracerd.log" | tr '\n' ' ')"
+}
+
+# bb_dump: asks tracerd for a dump; sets BB_DUMP to its path.
+bb_dump() {
+  BB_DUMP="$("$TRACERD_BIN" dump --config "$BB_WORK/tracerd.toml")" || die "tracerd dump failed"
+  [ -f "$BB_DUMP" ] || die "tracerd printed $BB_DUMP, which is not a file"
+}
+
+bb_tracerd_stop() {
+  [ -n "$BB_TRACERD_PID" ] || return 0
+  kill -TERM "$BB_TRACERD_PID" 2>/dev/null || true
+  local i
+  for i in $(seq 100); do kill -0 "$BB_TRACERD_PID" 2>/dev/null || break; sleep 0.05; done
+  kill -KILL "$BB_TRACERD_PID" 2>/dev/null || true
+  wait "$BB_TRACERD_PID" 2>/dev/null || true
+  BB_TRACERD_PID=""
+}
+
+# bb_start NODE NETNS|- CMD...: starts a node like the reproducer does: cwd the work
+# directory, stdout and stderr appended to $BB_WORK/NODE.log, its own session and process
+# group, in network namespace NETNS unless "-". Sets BB_PIDS[NODE] (the node's own pid: ip
+# netns exec and setsid exec the command in the same process).
+bb_start() {
+  local node="$1" ns="$2"
+  shift 2
+  if [ "$ns" = "-" ]; then
+    ( cd "$BB_WORK" && exec setsid "$@" ) >> "$BB_WORK/$node.log" 2>&1 < /dev/null &
+  else
+    ( cd "$BB_WORK" && exec ip netns exec "$ns" setsid "$@" ) >> "$BB_WORK/$node.log" 2>&1 < /dev/null &
+  fi
+  BB_PIDS[$node]=$!
+}
+
+# bb_alive NODE: the node's process is running (not a zombie).
+bb_alive() {
+  local pid="${BB_PIDS[$1]:-}"
+  [ -n "$pid" ] && [ -d "/proc/$pid" ] && ! grep -q '^State:.*Z' "/proc/$pid/status" 2>/dev/null
+}
+
+# bb_reap NODE: waits for the node's process to be gone (after a kill); at most 5 s.
+bb_reap() {
+  local pid="${BB_PIDS[$1]:-}" i
+  [ -n "$pid" ] || return 0
+  for i in $(seq 100); do
+    kill -0 "$pid" 2>/dev/null || break
+    # a zombie child of ours: collect it
+    grep -q '^State:.*Z' "/proc/$pid/status" 2>/dev/null && break
+    sleep 0.05
+  done
+  wait "$pid" 2>/dev/null || true
+}
+
+# bb_stop_nodes: SIGKILL to every node's process group (and the node itself).
+bb_stop_nodes() {
+  local node pid
+  for node in "${!BB_PIDS[@]}"; do
+    pid="${BB_PIDS[$node]}"
+    kill -KILL -- "-$pid" 2>/dev/null || true
+    kill -KILL "$pid" 2>/dev/null || true
+  done
+  for node in "${!BB_PIDS[@]}"; do wait "${BB_PIDS[$node]}" 2>/dev/null || true; done
+  BB_PIDS=()
+}
+
+# bb_track_mount PATH: PATH is (about to be) a mount point; bb_cleanup unmounts it.
+bb_track_mount() { BB_MOUNTS+=("$1"); }
+
+bb_unmount_all() {
+  local m
+  for m in "${BB_MOUNTS[@]}"; do
+    mountpoint -q "$m" 2>/dev/null && { umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true; }
+  done
+  BB_MOUNTS=()
+}
+
+# bb_cleanup: stops nodes and tracerd, unmounts, removes the network and the work directory.
+bb_cleanup() {
+  bb_unmount_all
+  bb_stop_nodes
+  bb_tracerd_stop
+  bb_net_down
+  if [ -n "$BB_WORK" ] && [ -d "$BB_WORK" ]; then
+    if [ "${BB_KEEP:-0}" = 1 ]; then
+      bb_log "kept the work directory $BB_WORK"
+    else
+      rm -rf "$BB_WORK"
+    fi
+  fi
+  BB_WORK=""
+}
+
+# bb_attempts N FUNCTION: calls FUNCTION up to N times, cleaning up after each attempt,
+# until it returns 0 with BB_DUMP set; prints the dump's path on stdout. FUNCTION returns
+# non-zero after setting BB_REASON when the bug did not show.
+bb_attempts() {
+  local n="$1" fn="$2" i
+  for i in $(seq "$n"); do
+    BB_REASON="" BB_DUMP=""
+    if "$fn" && [ -n "$BB_DUMP" ]; then
+      bb_cleanup
+      echo "$BB_DUMP"
+      return 0
+    fi
+    bb_log "attempt $i/$n: ${BB_REASON:-failed}"
+    bb_cleanup
+  done
+  echo "${BB_CASE:-produce}: the bug did not show in $n attempts: ${BB_REASON:-unknown}" >&2
+  exit 1
+}
+
+# bb_fail REASON: sets BB_REASON and returns 1 (use as `cond || { bb_fail "..."; return 1; }`).
+bb_fail() { BB_REASON="$*"; return 1; }
