@@ -1,0 +1,77 @@
+//! The bug benchmark's fast cases (tests/bugbench, `fast = true`) end to end, as root on the
+//! real kernel: profile the scenario, produce the production dump with tracerd while an
+//! independent mechanism causes the ground-truth fault, and `reproducer reproduce` from that
+//! dump alone. Each case must be reproduced at >= 80%, with the faults and at the diagnosis
+//! level its case.toml states; nothing may be left behind.
+mod common;
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use common::*;
+
+fn case_value(case: &str, key: &str) -> String {
+    let text = std::fs::read_to_string(workspace_root().join("tests/bugbench").join(case).join("case.toml")).expect("case.toml");
+    let line = text.lines().find(|l| l.split('=').next().map(str::trim) == Some(key)).unwrap_or_else(|| panic!("{case}: no {key}"));
+    line.split_once('=').unwrap().1.trim().trim_matches('"').to_string()
+}
+
+fn assert_nothing_left() {
+    let netns = String::from_utf8_lossy(&Command::new("ip").args(["netns", "list"]).output().unwrap().stdout).to_string();
+    assert!(!netns.lines().any(|l| l.starts_with("rp") || l.starts_with("bb")), "stray network namespaces: {netns}");
+    let mounts = std::fs::read_to_string("/proc/mounts").unwrap();
+    assert!(!mounts.lines().any(|l| l.contains("/tmp/bb-") || l.contains("reproducer-run-")), "stray mounts: {mounts}");
+}
+
+fn reproduce_case(case: &str) {
+    require_root();
+    let out = tempfile::tempdir().unwrap();
+    let status = Command::new(workspace_root().join("scripts/bench-repro"))
+        .env("BENCH_NO_BUILD", "1")
+        .env("TRACERD", tracerd_bin())
+        .args(["--out", out.path().to_str().unwrap(), case])
+        .status()
+        .expect("running scripts/bench-repro");
+    let result_path: PathBuf = out.path().join(case).join("out/result.json");
+    let result: serde_json::Value = match std::fs::read(&result_path) {
+        Ok(b) => serde_json::from_slice(&b).unwrap(),
+        Err(e) => panic!("{case}: no result ({e}); bench-repro exited {status}"),
+    };
+    assert!(status.success(), "{case}: bench-repro exited {status}: {result:#}");
+    assert_eq!(result["reproduced"], true, "{result:#}");
+    let (bugs, runs) = (result["bugs"].as_u64().unwrap(), result["confirm_runs"].as_u64().unwrap());
+    assert!(runs > 0 && bugs as f64 / runs as f64 >= 0.8, "{case}: rate {bugs}/{runs}");
+    assert_eq!(result["faults"], case_value(case, "faults"), "{case}: faults injected");
+    assert_eq!(result["level"].as_u64().unwrap().to_string(), case_value(case, "level"), "{case}: diagnosis level");
+    let report = std::fs::read_to_string(out.path().join(case).join("out/report.md")).unwrap();
+    assert!(report.contains("**Reproduced**"), "{report}");
+    assert_nothing_left();
+}
+
+/// Every fast case has its test below.
+const FAST_CASES: &[&str] = &["snapshot-read", "nth-connect"];
+
+#[test]
+fn every_fast_case_is_tested() {
+    let mut fast: Vec<String> = std::fs::read_dir(workspace_root().join("tests/bugbench"))
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.path().join("case.toml").exists())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|c| case_value(c, "fast") == "true")
+        .collect();
+    fast.sort();
+    let mut listed: Vec<String> = FAST_CASES.iter().map(|s| s.to_string()).collect();
+    listed.sort();
+    assert_eq!(fast, listed, "add a test for each fast case (and list it in FAST_CASES)");
+}
+
+#[test]
+fn snapshot_read() {
+    reproduce_case("snapshot-read");
+}
+
+#[test]
+fn nth_connect() {
+    reproduce_case("nth-connect");
+}
