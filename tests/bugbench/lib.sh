@@ -293,5 +293,20 @@ bb_attempts() {
   exit 1
 }
 
+# bb_call_offset BINARY FUNCTION CALLEE N: the offset (decimal bytes from FUNCTION's
+# start) of the Nth call of CALLEE (a PLT entry or a function) inside FUNCTION -- what a
+# schedule's `offset` names to crash right before that call. Needs objdump (binutils).
+bb_call_offset() {
+  local found
+  found="$(objdump -d --no-show-raw-insn "$1" | awk -v fn="<$2>:" -v callee="$3" -v n="$4" '
+    $2 == fn { start = $1; inside = 1; next }
+    inside && /^$/ { exit }
+    inside && $2 == "call" && ($NF == "<" callee "@plt>" || $NF == "<" callee ">") {
+      if (++seen == n) { addr = $1; sub(":", "", addr); print start, addr; exit }
+    }')"
+  [ -n "$found" ] || return 1
+  echo $(( 16#${found#* } - 16#${found% *} ))
+}
+
 # bb_fail REASON: sets BB_REASON and returns 1 (use as `cond || { bb_fail "..."; return 1; }`).
 bb_fail() { BB_REASON="$*"; return 1; }
