@@ -18,6 +18,10 @@ const BURST_WINDOW_NS: u64 = 2_000_000_000;
 const ANOMALY_P: f64 = 1e-4;
 /// errnos that fault-free code hits and handles routinely
 const ROUTINE_ERRNOS: [&str; 5] = ["EAGAIN", "EINPROGRESS", "EINTR", "ERESTARTSYS", "ENOTTY"];
+/// errnos of calls a peer's crash, pause or a partition makes fail
+const NETWORK_ERRNOS: [&str; 7] = ["ECONNRESET", "EPIPE", "ECONNREFUSED", "ETIMEDOUT", "EHOSTUNREACH", "ENETUNREACH", "ECONNABORTED"];
+/// How long after a crash (or the end of a pause or partition) its peers' calls still fail.
+const AFTERMATH_NS: u64 = 5_000_000_000;
 const SELF_SIGNALS: [&str; 6] = ["SIGSEGV", "SIGABRT", "SIGBUS", "SIGFPE", "SIGILL", "SIGSYS"];
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -279,13 +283,12 @@ impl Builder<'_> {
     /// A gap while one side was paused, or starting after one side was killed, is that
     /// fault's consequence.
     fn explain_gaps(&mut self) {
-        let process_faults: Vec<(usize, u64, u64, Option<usize>)> = self
+        let process_faults: Vec<(String, u64, u64, Option<usize>)> = self
             .candidates
             .iter()
-            .enumerate()
-            .filter_map(|(i, c)| match c.guess {
-                FaultGuess::Pause { duration_ms, .. } => Some((i, c.at_ns, c.at_ns + duration_ms * 1_000_000, c.node)),
-                FaultGuess::Crash { .. } => Some((i, c.at_ns, u64::MAX, c.node)),
+            .filter_map(|c| match c.guess {
+                FaultGuess::Pause { duration_ms, .. } => Some((label(c), c.at_ns, c.at_ns + duration_ms * 1_000_000, c.node)),
+                FaultGuess::Crash { .. } => Some((label(c), c.at_ns, c.at_ns, c.node)),
                 _ => None,
             })
             .collect();
@@ -295,9 +298,9 @@ impl Builder<'_> {
                 continue;
             }
             let ends = [c.node, Some(peer_of(c))];
-            if let Some((i, _, _, _)) = process_faults.iter().find(|(_, s, e, n)| ends.contains(n) && c.at_ns + slack >= *s && c.at_ns <= e.saturating_add(slack)) {
+            if let Some((what, _, _, _)) = process_faults.iter().find(|(_, s, e, n)| ends.contains(n) && c.at_ns + slack >= *s && c.at_ns <= e.saturating_add(slack)) {
                 c.verdict = Verdict::Explained;
-                c.why = format!("{}; explained by candidate {} (a pause or crash of one side)", c.why, i + 1);
+                c.why = format!("{}; explained by {what}", c.why);
             }
         }
     }
@@ -329,6 +332,9 @@ impl Builder<'_> {
 
     fn judge_failure(&self, c: &Candidate, errno: &str) -> (Verdict, String) {
         let seen = format!("{} time(s), at most {} within 2 s", c.occurrences, c.burst);
+        if errno.starts_with("ERESTART") || errno == "ENOIOCTLCMD" {
+            return (Verdict::Explained, format!("{seen}; interrupted by a signal ({errno} is kernel-internal: the call is restarted or ends in EINTR)"));
+        }
         match c.profile_per_s {
             Some(rate) => {
                 let expected = rate * BURST_WINDOW_NS as f64 / 1e9;
@@ -342,6 +348,36 @@ impl Builder<'_> {
             None if self.baseline.is_some() => (Verdict::Cause, format!("{seen}; never seen in fault-free runs")),
             None if ROUTINE_ERRNOS.contains(&errno) => (Verdict::Benign, format!("{seen}; {errno} is routine (no profile to compare with)")),
             None => (Verdict::Cause, format!("{seen}; no profile to compare with")),
+        }
+    }
+
+    /// A connection reset, refused or timed out while (or shortly after) another node was
+    /// crashed, paused or cut off is that fault's consequence.
+    fn explain_network_failures(&mut self) {
+        let windows: Vec<(String, Option<usize>, Option<usize>, u64, u64)> = self
+            .candidates
+            .iter()
+            .filter(|c| c.verdict == Verdict::Cause)
+            .filter_map(|c| match c.guess {
+                FaultGuess::Crash { .. } => Some((label(c), c.node, None, c.at_ns, c.at_ns + AFTERMATH_NS)),
+                FaultGuess::Pause { duration_ms, .. } => Some((label(c), c.node, None, c.at_ns, c.at_ns + duration_ms * 1_000_000 + AFTERMATH_NS)),
+                FaultGuess::Partition { peer, duration_ms } => Some((label(c), c.node, Some(peer), c.at_ns, c.at_ns + duration_ms * 1_000_000 + AFTERMATH_NS)),
+                _ => None,
+            })
+            .collect();
+        for c in &mut self.candidates {
+            let FaultGuess::Syscall { errno, .. } = &c.guess else { continue };
+            if c.verdict != Verdict::Cause || !NETWORK_ERRNOS.contains(&errno.as_str()) {
+                continue;
+            }
+            let hit = windows.iter().find(|(_, node, peer, from, to)| {
+                let involves_other = *node != c.node || peer.is_some();
+                involves_other && c.at_ns >= *from && c.at_ns <= *to
+            });
+            if let Some((what, ..)) = hit {
+                c.verdict = Verdict::Explained;
+                c.why = format!("{}; during or right after {what}", c.why);
+            }
         }
     }
 
@@ -367,6 +403,17 @@ impl Builder<'_> {
             self.candidates[i].preceding_functions = fns;
         }
     }
+}
+
+/// "the crash of leader": how other candidates refer to this one.
+fn label(c: &Candidate) -> String {
+    let kind = match c.guess {
+        FaultGuess::Crash { .. } => "crash",
+        FaultGuess::Pause { .. } => "pause",
+        FaultGuess::Partition { .. } => "partition",
+        FaultGuess::Syscall { .. } => "failure",
+    };
+    format!("the {kind} of {}", c.who)
 }
 
 fn partition_ms(c: &Candidate) -> u64 {
@@ -411,6 +458,7 @@ pub fn diagnose(t: &Timeline, scenario: Option<&Scenario>, baseline: Option<&Bas
     b.gaps();
     b.explain_gaps();
     b.syscall_failures();
+    b.explain_network_failures();
     b.mark_late();
     b.contexts();
     b.candidates.sort_by_key(rank);

@@ -42,6 +42,8 @@ pub struct Summary {
     pub schedules: u32,
     pub runs: u32,
     pub runs_to_first_bug: Option<u32>,
+    /// runs until the target was met; the rest were minimization
+    pub runs_to_confirmed: Option<u32>,
     pub seconds: f64,
     /// failed-syscall signatures the profile showed to be benign, of all in the dumps
     pub failures_removed: usize,
@@ -82,6 +84,7 @@ pub fn summary(d: &Diagnosis, r: &SearchResult) -> Summary {
         schedules: r.schedules_tried,
         runs: r.runs,
         runs_to_first_bug: r.runs_to_first,
+        runs_to_confirmed: r.runs_to_confirmed,
         seconds: r.seconds,
         failures_removed: scf.iter().filter(|c| c.verdict == diagnose::Verdict::Benign).count(),
         failures_total: scf.len(),

@@ -85,6 +85,8 @@ pub struct SearchResult {
     pub runs: u32,
     pub schedules_tried: u32,
     pub runs_to_first: Option<u32>,
+    /// runs until a schedule met the target (minimization runs come after)
+    pub runs_to_confirmed: Option<u32>,
     pub minimized: Vec<String>,
     /// per fault of the schedule: what production showed and what context it got
     pub chosen: Vec<String>,
@@ -208,6 +210,7 @@ impl<'a> Search<'a> {
             },
         };
         let mut minimized = Vec::new();
+        let runs_to_confirmed = matches!(outcome, Outcome::Reproduced).then_some(self.runs);
         let (plan, confirmation, level) = match self.best.clone() {
             Some((plan, conf, level)) if matches!(outcome, Outcome::Reproduced) => {
                 let (plan, conf) = self.minimize(plan, conf, &mut minimized)?;
@@ -221,7 +224,7 @@ impl<'a> Search<'a> {
         let schedules_tried = self.attempts.iter().filter(|a| !a.what.starts_with("minimize") && a.level > 0).count() as u32;
         Ok(SearchResult {
             outcome, schedule, confirmation, level, attempts: self.attempts, runs: self.runs, schedules_tried,
-            runs_to_first: self.runs_to_first, minimized, chosen, seconds: self.started.elapsed().as_secs_f64(),
+            runs_to_first: self.runs_to_first, runs_to_confirmed, minimized, chosen, seconds: self.started.elapsed().as_secs_f64(),
         })
     }
 
@@ -309,6 +312,13 @@ impl<'a> Search<'a> {
         }
         for k in (0..plan.faults.len()).rev() {
             plan = self.find_context(plan, k)?;
+        }
+        // a later fault's context may only be reachable once an earlier fault has its own
+        // (a crash in the right place makes the restarted node run its recovery code)
+        for k in (0..plan.faults.len()).rev() {
+            if plan.faults[k].fault.after_functions.is_empty() {
+                plan = self.find_context(plan, k)?;
+            }
         }
         Ok(plan)
     }
@@ -541,6 +551,18 @@ impl<'a> Search<'a> {
             }
         }
         for k in 0..plan.faults.len() {
+            let n = plan.faults[k].fault.after_functions.len();
+            if n > 2 {
+                let mut trial = plan.clone();
+                trial.faults[k].fault.after_functions.drain(..n - 1);
+                let what = format!("minimize: fault {} with only its last context function", k + 1);
+                if let Some(c) = self.try_minimal(&trial, what.clone())? {
+                    log.push(what);
+                    plan = trial;
+                    conf = c;
+                    continue;
+                }
+            }
             while plan.faults[k].fault.after_functions.len() > 1 {
                 let mut trial = plan.clone();
                 let dropped = trial.faults[k].fault.after_functions.remove(0);
@@ -558,39 +580,20 @@ impl<'a> Search<'a> {
         Ok((plan, conf))
     }
 
-    /// Confirms `trial` but gives up at its first miss; None when it is not as good.
+    /// Confirms `trial` with the sequential test; None when it does not meet the target.
     fn try_minimal(&mut self, trial: &Plan, what: String) -> Result<Option<Confirmation>> {
-        let target = self.cfg.target_rate;
         let dir = self.attempt_dir();
         std::fs::create_dir_all(&dir)?;
         let schedule = trial.schedule();
         let text = schedule.to_toml()?;
         std::fs::write(dir.join("schedule.toml"), &text)?;
-        let (mut bugs, mut runs) = (0u32, 0u32);
-        let met = loop {
-            if self.runs >= self.cfg.max_runs {
-                break false;
-            }
-            let sub = dir.join(format!("run-{:02}", runs + 1));
-            std::fs::create_dir_all(&sub)?;
-            let (_, fb) = self.run_once(&schedule, &text, &sub)?;
-            runs += 1;
-            if !fb.bug {
-                break false;
-            }
-            bugs += 1;
-            if confirm::decide(bugs, runs, target) == Some(true) {
-                break true;
-            }
-        };
-        let (low, high) = confirm::wilson(bugs, runs);
-        let conf = Confirmation { bugs, runs, met, low, high };
+        let conf = self.confirm(&schedule, &text, &dir)?;
         if self.progress {
-            eprintln!("[minimize | run {}/{}] {what}: {}", self.runs, self.cfg.max_runs, if met { "still reproduces" } else { "needed" });
+            eprintln!("[minimize | run {}/{}] {what}: {}", self.runs, self.cfg.max_runs, if conf.met { "not needed" } else { "needed" });
         }
-        self.attempts.push(Attempt { number: self.attempts.len() as u32 + 1, level: 0, what, schedule: text, bug: bugs > 0, fired: String::new(), confirmation: Some(conf), dir });
+        self.attempts.push(Attempt { number: self.attempts.len() as u32 + 1, level: 0, what, schedule: text, bug: conf.bugs > 0, fired: String::new(), confirmation: Some(conf), dir });
         self.write_attempts()?;
-        Ok(met.then_some(conf))
+        Ok(conf.met.then_some(conf))
     }
 }
 
