@@ -593,8 +593,17 @@ mod tests {
     #[test]
     fn threshold_is_exclusive() {
         let s = Scenario::parse(SCENARIO, "t").unwrap();
-        let p = aggregate(&s, &[candidate("store_snapshot")], &[run(1.0, 0, 0, 2, 0)], 2.0);
+        let p = aggregate(&s, &[candidate("store_snapshot")], &[run(10.0, 0, 0, 20, 0)], 2.0);
         assert!(!p.functions[0].infrequent, "2 calls/s is not below 2");
+    }
+
+    #[test]
+    fn a_few_calls_per_run_are_infrequent_in_a_short_run() {
+        let s = Scenario::parse(SCENARIO, "t").unwrap();
+        let p = aggregate(&s, &[candidate("store_snapshot")], &[run(0.1, 0, 0, 1, 0)], 2.0);
+        assert!(p.functions[0].infrequent, "once per run is rare, whatever the run's length");
+        let p = aggregate(&s, &[candidate("store_snapshot")], &[run(0.1, 0, 0, 6, 0)], 2.0);
+        assert!(!p.functions[0].infrequent);
     }
 
     #[test]
