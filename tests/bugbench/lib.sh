@@ -70,7 +70,7 @@ bb_tracerd_bin() {
 # (absolute; FUNCTIONS_FILE empty when not given), installs packages named in
 # BB_PACKAGES, builds the programs and installs the cleanup trap.
 bb_init() {
-  [ $# -ge 1 ] && [ $# -le 2 ] || { echo "usage: $0 OUT_DIR [FUNCTIONS_FILE]" >&2; exit 2; }
+  if [ $# -lt 1 ] || [ $# -gt 2 ]; then echo "usage: $0 OUT_DIR [FUNCTIONS_FILE]" >&2; exit 2; fi
   need_root "$@"
   mkdir -p "$1"
   OUT_DIR="$(cd "$1" && pwd)"
@@ -80,10 +80,10 @@ bb_init() {
     FUNCTIONS_FILE="$(cd "$(dirname "$2")" && pwd)/$(basename "$2")"
   fi
   # shellcheck disable=SC2086
-  install_packages iproute2 procps gcc libc6-dev ${BB_PACKAGES:-}
+  install_packages iproute2 procps util-linux gcc libc6-dev ${BB_PACKAGES:-}
   bb_build
   TRACERD_BIN="$(bb_tracerd_bin)"
-  trap 'bb_cleanup; exit 130' INT TERM
+  trap 'bb_log interrupted; bb_cleanup; exit 130' INT TERM
   trap 'bb_cleanup' EXIT
 }
 
@@ -97,11 +97,11 @@ bb_workdir() {
 
 # bb_wait_for SECONDS CMD...: runs CMD every 50 ms until it succeeds; fails after SECONDS.
 bb_wait_for() {
-  local limit=$(( $1 * 20 )) i=0
+  local _bb_limit=$(( $1 * 20 )) _bb_i=0
   shift
   while ! "$@" >/dev/null 2>&1; do
-    i=$((i + 1))
-    [ "$i" -ge "$limit" ] && return 1
+    _bb_i=$((_bb_i + 1))
+    [ "$_bb_i" -ge "$_bb_limit" ] && return 1
     sleep 0.05
   done
 }
@@ -278,18 +278,19 @@ bb_cleanup() {
 # until it returns 0 with BB_DUMP set; prints the dump's path on stdout. FUNCTION returns
 # non-zero after setting BB_REASON when the bug did not show.
 bb_attempts() {
-  local n="$1" fn="$2" i
-  for i in $(seq "$n"); do
+  # (names that cannot shadow the caller's: bash scoping is dynamic)
+  local _bb_n="$1" _bb_fn="$2" _bb_i
+  for _bb_i in $(seq "$_bb_n"); do
     BB_REASON="" BB_DUMP=""
-    if "$fn" && [ -n "$BB_DUMP" ]; then
+    if "$_bb_fn" && [ -n "$BB_DUMP" ]; then
       bb_cleanup
       echo "$BB_DUMP"
       return 0
     fi
-    bb_log "attempt $i/$n: ${BB_REASON:-failed}"
+    bb_log "attempt $_bb_i/$_bb_n: ${BB_REASON:-failed}"
     bb_cleanup
   done
-  echo "${BB_CASE:-produce}: the bug did not show in $n attempts: ${BB_REASON:-unknown}" >&2
+  echo "${BB_CASE:-produce}: the bug did not show in $_bb_n attempts: ${BB_REASON:-unknown}" >&2
   exit 1
 }
 
