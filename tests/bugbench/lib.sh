@@ -72,13 +72,13 @@ bb_tracerd_bin() {
 bb_init() {
   if [ $# -lt 1 ] || [ $# -gt 2 ]; then echo "usage: $0 OUT_DIR [FUNCTIONS_FILE]" >&2; exit 2; fi
   need_root "$@"
-  mkdir -p "$1"
-  OUT_DIR="$(cd "$1" && pwd)"
   FUNCTIONS_FILE=""
   if [ $# -eq 2 ]; then
     [ -r "$2" ] || die "functions file $2 is not readable"
     FUNCTIONS_FILE="$(cd "$(dirname "$2")" && pwd)/$(basename "$2")"
   fi
+  mkdir -p "$1"
+  OUT_DIR="$(cd "$1" && pwd)"
   # shellcheck disable=SC2086
   install_packages iproute2 procps util-linux gcc libc6-dev ${BB_PACKAGES:-}
   bb_build
