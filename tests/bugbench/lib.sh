@@ -5,8 +5,8 @@
 #   source "$(dirname "$0")/../lib.sh"
 #   bb_init "$@"                      # root, packages, build, PATH, OUT_DIR, FUNCTIONS_FILE
 #   bb_attempts 3 attempt             # calls `attempt` until it succeeds (fresh state each time)
-# and its `attempt` function uses bb_workdir, bb_net_up, bb_tracerd_start, bb_start,
-# bb_wait_for, bb_dump. Everything it starts is stopped, and every namespace and interface
+# and its `attempt` function uses bb_workdir, bb_net_up, bb_tracerd_start, bb_node (the
+# nodes: traced), bb_start (helpers: not traced), bb_wait_for, bb_dump. Everything it starts is stopped, and every namespace and interface
 # it creates is removed, by bb_cleanup: after every attempt, on exit, on failure and on
 # Ctrl-C.
 #
@@ -70,20 +70,20 @@ bb_tracerd_bin() {
 # (absolute; FUNCTIONS_FILE empty when not given), installs packages named in
 # BB_PACKAGES, builds the programs and installs the cleanup trap.
 bb_init() {
-  [ $# -ge 1 ] && [ $# -le 2 ] || { echo "usage: $0 OUT_DIR [FUNCTIONS_FILE]" >&2; exit 2; }
+  if [ $# -lt 1 ] || [ $# -gt 2 ]; then echo "usage: $0 OUT_DIR [FUNCTIONS_FILE]" >&2; exit 2; fi
   need_root "$@"
-  mkdir -p "$1"
-  OUT_DIR="$(cd "$1" && pwd)"
   FUNCTIONS_FILE=""
   if [ $# -eq 2 ]; then
     [ -r "$2" ] || die "functions file $2 is not readable"
     FUNCTIONS_FILE="$(cd "$(dirname "$2")" && pwd)/$(basename "$2")"
   fi
+  mkdir -p "$1"
+  OUT_DIR="$(cd "$1" && pwd)"
   # shellcheck disable=SC2086
-  install_packages iproute2 procps gcc libc6-dev ${BB_PACKAGES:-}
+  install_packages iproute2 procps util-linux gcc libc6-dev ${BB_PACKAGES:-}
   bb_build
   TRACERD_BIN="$(bb_tracerd_bin)"
-  trap 'bb_cleanup; exit 130' INT TERM
+  trap 'bb_log interrupted; bb_cleanup; exit 130' INT TERM
   trap 'bb_cleanup' EXIT
 }
 
@@ -97,11 +97,11 @@ bb_workdir() {
 
 # bb_wait_for SECONDS CMD...: runs CMD every 50 ms until it succeeds; fails after SECONDS.
 bb_wait_for() {
-  local limit=$(( $1 * 20 )) i=0
+  local _bb_limit=$(( $1 * 20 )) _bb_i=0
   shift
   while ! "$@" >/dev/null 2>&1; do
-    i=$((i + 1))
-    [ "$i" -ge "$limit" ] && return 1
+    _bb_i=$((_bb_i + 1))
+    [ "$_bb_i" -ge "$_bb_limit" ] && return 1
     sleep 0.05
   done
 }
@@ -159,19 +159,19 @@ bb_net_down() {
   BB_BRIDGE=""
 }
 
-# bb_tracerd_start COMM...: starts tracerd targeting processes with these comms (and their
-# descendants), dumping to $OUT_DIR, tracing the functions of $FUNCTIONS_FILE if given;
-# waits until it is ready. Gaps and pauses count from 1 s, like the reproducer's own trace.
+# bb_tracerd_start: starts tracerd targeting the processes started with bb_node (comm
+# "bbnode" at their start; see programs/bbnode.c) and their descendants, dumping to
+# $OUT_DIR, tracing the functions of $FUNCTIONS_FILE if given; waits until it is ready.
+# Gaps and pauses count from 1 s, like the reproducer's own trace of a run.
 bb_tracerd_start() {
-  local cfg="$BB_WORK/tracerd.toml" c list=""
-  for c in "$@"; do list="$list\"$c\", "; done
+  local cfg="$BB_WORK/tracerd.toml"
   {
     echo "dump_dir = \"$OUT_DIR\""
     echo "control_socket = \"$BB_WORK/tracerd.sock\""
     echo "ring_events = 200000"
     echo "gap_ms = 1000"
     echo "pause_ms = 1000"
-    echo "target_comm = [${list%, }]"
+    echo "target_comm = [\"bbnode\"]"
     [ -n "$FUNCTIONS_FILE" ] && echo "functions = \"$FUNCTIONS_FILE\""
   } > "$cfg"
   "$TRACERD_BIN" run --config "$cfg" > "$BB_WORK/tracerd.log" 2>&1 &
@@ -185,10 +185,18 @@ bb_tracerd_start() {
   die "tracerd did not start: $(tail -n 3 "$BB_WORK/tracerd.log" | tr '\n' ' ')"
 }
 
-# bb_dump: asks tracerd for a dump; sets BB_DUMP to its path.
+# bb_dump: asks tracerd for a dump; sets BB_DUMP to its path. Fails (BB_REASON set) when
+# tracerd cannot be reached or writes no dump.
 bb_dump() {
-  BB_DUMP="$("$TRACERD_BIN" dump --config "$BB_WORK/tracerd.toml")" || die "tracerd dump failed"
-  [ -f "$BB_DUMP" ] || die "tracerd printed $BB_DUMP, which is not a file"
+  local out
+  if ! out="$("$TRACERD_BIN" dump --config "$BB_WORK/tracerd.toml" 2>&1)"; then
+    local state="running"
+    kill -0 "$BB_TRACERD_PID" 2>/dev/null || state="not running"
+    bb_fail "tracerd dump failed (tracerd $state): $out; tracerd log: $(tail -n 2 "$BB_WORK/tracerd.log" | tr '\n' ' ')"
+    return 1
+  fi
+  BB_DUMP="$out"
+  [ -f "$BB_DUMP" ] || { bb_fail "tracerd printed $BB_DUMP, which is not a file"; BB_DUMP=""; return 1; }
 }
 
 bb_tracerd_stop() {
@@ -201,10 +209,11 @@ bb_tracerd_stop() {
   BB_TRACERD_PID=""
 }
 
-# bb_start NODE NETNS|- CMD...: starts a node like the reproducer does: cwd the work
-# directory, stdout and stderr appended to $BB_WORK/NODE.log, its own session and process
-# group, in network namespace NETNS unless "-". Sets BB_PIDS[NODE] (the node's own pid: ip
-# netns exec and setsid exec the command in the same process).
+# bb_start NAME NETNS|- CMD...: starts a process like the reproducer starts a node: cwd
+# the work directory, stdout and stderr appended to $BB_WORK/NAME.log, its own session and
+# process group, in network namespace NETNS unless "-". Sets BB_PIDS[NAME] (the process's
+# own pid: ip netns exec and setsid exec the command in the same process). Not traced
+# unless CMD runs bbnode: use bb_node for nodes, bb_start for helpers (clients, storage).
 bb_start() {
   local node="$1" ns="$2"
   shift 2
@@ -214,6 +223,13 @@ bb_start() {
     ( cd "$BB_WORK" && exec ip netns exec "$ns" setsid "$@" ) >> "$BB_WORK/$node.log" 2>&1 < /dev/null &
   fi
   BB_PIDS[$node]=$!
+}
+
+# bb_node NODE NETNS|- CMD...: bb_start of a node, traced by tracerd (through bbnode).
+bb_node() {
+  local node="$1" ns="$2"
+  shift 2
+  bb_start "$node" "$ns" bbnode "$@"
 }
 
 # bb_alive NODE: the node's process is running (not a zombie).
@@ -278,18 +294,19 @@ bb_cleanup() {
 # until it returns 0 with BB_DUMP set; prints the dump's path on stdout. FUNCTION returns
 # non-zero after setting BB_REASON when the bug did not show.
 bb_attempts() {
-  local n="$1" fn="$2" i
-  for i in $(seq "$n"); do
+  # (names that cannot shadow the caller's: bash scoping is dynamic)
+  local _bb_n="$1" _bb_fn="$2" _bb_i
+  for _bb_i in $(seq "$_bb_n"); do
     BB_REASON="" BB_DUMP=""
-    if "$fn" && [ -n "$BB_DUMP" ]; then
+    if "$_bb_fn" && [ -n "$BB_DUMP" ]; then
       bb_cleanup
       echo "$BB_DUMP"
       return 0
     fi
-    bb_log "attempt $i/$n: ${BB_REASON:-failed}"
+    bb_log "attempt $_bb_i/$_bb_n: ${BB_REASON:-failed}"
     bb_cleanup
   done
-  echo "${BB_CASE:-produce}: the bug did not show in $n attempts: ${BB_REASON:-unknown}" >&2
+  echo "${BB_CASE:-produce}: the bug did not show in $_bb_n attempts: ${BB_REASON:-unknown}" >&2
   exit 1
 }
 
