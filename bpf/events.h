@@ -15,6 +15,8 @@
 #define TRACERD_PATH_LEN 256
 #define TRACERD_UNIT_LEN 64
 #define TRACERD_MAX_SYSCALL 512
+#define TRACERD_ARGS_LEN 256 /* power of two: masks bound the copy */
+#define TRACERD_EXE_LEN 128
 
 /* Kinds of records in the events ring buffer. */
 enum tracerd_event_kind {
@@ -132,6 +134,12 @@ struct tracerd_process_start {
 	struct tracerd_header h;
 	__u32 ppid;
 	__u32 is_exec;
+	/* exec only, read in the kernel because a short-lived process is gone from /proc
+	 * before user space could look: the file exec'd, and the first TRACERD_ARGS_LEN bytes
+	 * of its argv (NUL-separated) */
+	__u32 args_len;
+	char exe[TRACERD_EXE_LEN];
+	char args[TRACERD_ARGS_LEN];
 };
 
 /* Value of file_opens, keyed by the struct file pointer: which open a live file came from. */

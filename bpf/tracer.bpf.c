@@ -792,7 +792,7 @@ int BPF_PROG(on_process_exit, struct task_struct *p, bool group_dead)
 	return 0;
 }
 
-static __always_inline void emit_start(__u32 pid, __u32 ppid, __u32 is_exec)
+static __always_inline void emit_start(__u32 pid, __u32 ppid, struct task_struct *p, struct linux_binprm *bprm)
 {
 	struct tracerd_process_start *e = reserve(sizeof(*e), TRACERD_CNT_RINGBUF_FULL_START);
 
@@ -802,7 +802,20 @@ static __always_inline void emit_start(__u32 pid, __u32 ppid, __u32 is_exec)
 	e->h.pid = pid;
 	e->h.tid = pid;
 	e->ppid = ppid;
-	e->is_exec = is_exec;
+	e->is_exec = bprm != 0;
+	e->args_len = 0;
+	e->exe[0] = 0;
+	if (bprm) {
+		unsigned long start = BPF_CORE_READ(p, mm, arg_start);
+		unsigned long end = BPF_CORE_READ(p, mm, arg_end);
+		__u32 len = end > start ? end - start : 0;
+
+		if (len > TRACERD_ARGS_LEN)
+			len = TRACERD_ARGS_LEN;
+		if (len && !bpf_probe_read_user(e->args, len & (TRACERD_ARGS_LEN - 1) ?: TRACERD_ARGS_LEN, (void *)start))
+			e->args_len = len;
+		bpf_probe_read_kernel_str(e->exe, sizeof(e->exe), BPF_CORE_READ(bprm, filename));
+	}
 	submit(e);
 }
 
@@ -825,7 +838,7 @@ int BPF_PROG(on_process_fork, struct task_struct *parent, struct task_struct *ch
 		return 0;
 	if (filter_targets)
 		add_target(cpid);
-	emit_start(cpid, ptgid, 0);
+	emit_start(cpid, ptgid, 0, 0);
 	return 0;
 }
 
@@ -865,6 +878,6 @@ int BPF_PROG(on_process_exec, struct task_struct *p, pid_t old_pid, struct linux
 			return 0;
 		add_target(tgid);
 	}
-	emit_start(tgid, BPF_CORE_READ(p, real_parent, tgid), 1);
+	emit_start(tgid, BPF_CORE_READ(p, real_parent, tgid), p, bprm);
 	return 0;
 }

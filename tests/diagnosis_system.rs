@@ -24,8 +24,8 @@ fn eventgen_as(alias: &str) -> PathBuf {
     dst
 }
 
-/// Three copies of eventgen, one per node: short-lived processes are told apart by their
-/// program's name (their command line may be gone before tracerd reads it).
+/// Three copies of eventgen, one per node. The reader and the checker live for a few
+/// milliseconds: they are matched by the command line tracerd read in the kernel at exec.
 struct Progs {
     sleeper: PathBuf,
     reader: PathBuf,
@@ -46,9 +46,11 @@ command = ["{s}", "sleep", "20000"]
 [[nodes]]
 name = "reader"
 command = ["{r}", "fail-path", "/nonexistent/diag/snapshot.7"]
+match = "fail-path /nonexistent/diag"
 [[nodes]]
 name = "checker"
 command = ["{c}", "bogus-mode"]
+match = "bogus-mode"
 [workload]
 command = ["true"]
 [oracle]

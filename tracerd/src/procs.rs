@@ -111,8 +111,16 @@ impl ProcTable {
     }
 
     /// A traced process called exec: read its new identity while it is surely alive.
-    pub fn on_exec(&mut self, pid: u32, ppid: u32, comm: &str, ts_ns: u64) {
+    /// `argv` and `exe` come from the kernel at exec time: they are there even when the
+    /// process is gone before /proc could be read.
+    pub fn on_exec(&mut self, pid: u32, ppid: u32, comm: &str, ts_ns: u64, argv: Option<Vec<String>>, exe: Option<String>) {
         let mut info = ProcInfo::from_proc(pid).unwrap_or_default();
+        if argv.is_some() {
+            info.cmdline = argv;
+        }
+        if info.exe.is_none() {
+            info.exe = exe;
+        }
         info.pid = pid;
         info.ppid = ppid;
         info.comm = comm.to_string();

@@ -161,11 +161,19 @@ impl Recorder {
     fn process_start(&mut self, e: &tracerd_process_start) {
         let comm = String::from_utf8_lossy(c_bytes(&e.h.comm, 0)).into_owned();
         if e.is_exec != 0 {
-            self.procs.on_exec(e.h.pid, e.ppid, &comm, e.h.ts_ns);
+            let args = &e.args[..(e.args_len as usize).min(e.args.len())];
+            let args = args.strip_suffix(&[0]).unwrap_or(args);
+            let argv: Vec<String> = if args.is_empty() { Vec::new() } else { args.split(|&b| b == 0).map(|a| String::from_utf8_lossy(&comm_bytes_of(a)).into_owned()).collect() };
+            let exe = String::from_utf8_lossy(c_bytes(&e.exe, 0)).into_owned();
+            self.procs.on_exec(e.h.pid, e.ppid, &comm, e.h.ts_ns, (!argv.is_empty()).then_some(argv), (!exe.is_empty()).then_some(exe));
         } else {
             self.procs.on_fork(e.h.pid, e.ppid, &comm, e.h.ts_ns);
         }
     }
+}
+
+fn comm_bytes_of(chars: &[i8]) -> Vec<u8> {
+    chars.iter().map(|&c| c as u8).collect()
 }
 
 pub fn comm_bytes(comm: &[i8; 16]) -> [u8; 16] {
