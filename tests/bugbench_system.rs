@@ -49,7 +49,7 @@ fn reproduce_case(case: &str) {
 }
 
 /// Every fast case has its test below.
-const FAST_CASES: &[&str] = &["snapshot-read", "nth-connect"];
+const FAST_CASES: &[&str] = &["snapshot-read", "nth-connect", "torn-snapshot"];
 
 #[test]
 fn every_fast_case_is_tested() {
@@ -74,4 +74,9 @@ fn snapshot_read() {
 #[test]
 fn nth_connect() {
     reproduce_case("nth-connect");
+}
+
+#[test]
+fn torn_snapshot() {
+    reproduce_case("torn-snapshot");
 }
