@@ -307,6 +307,109 @@ command = ["sh", "-c", "grep -q 'write 1 to a: Input/output error' {{workdir}}/n
     assert!(out.contains("faults fired: 1/2"), "{out}");
 }
 
+fn profile_scenario(oracle: &str) -> String {
+    format!(
+        r#"name = "profiled"
+[[nodes]]
+name = "n1"
+command = ["FAULTY", "profile", "{{workdir}}/n1", "1500"]
+[workload]
+command = {}
+[oracle]
+command = {oracle}
+"#,
+        wait_for("n1", "profile done")
+    )
+}
+
+fn profile_scratch_dirs() -> Vec<PathBuf> {
+    std::fs::read_dir(std::env::temp_dir())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with("reproducer-profile-"))
+        .map(|e| e.path())
+        .collect()
+}
+
+#[test]
+fn profile_counts_benign_failures_and_finds_infrequent_functions() {
+    require_root();
+    let links = link_count();
+    let scratch = profile_scratch_dirs();
+    let (dir, sc, _) = files(&profile_scenario(r#"["false"]"#), "");
+    let out_path = dir.path().join("profile.json");
+    let out = reproducer(&["profile", "--scenario", sc.to_str().unwrap(), "--out", out_path.to_str().unwrap()]);
+    let t = text(&out);
+    assert!(out.status.success(), "{t}");
+    let list_path = dir.path().join("profile.functions");
+    assert!(t.contains(&format!("infrequent functions: {}", list_path.display())), "{t}");
+    assert!(t.contains("profile: 3 runs"), "{t}");
+    assert_clean(links);
+    assert_eq!(profile_scratch_dirs(), scratch, "the runs' scratch directory is removed");
+
+    let p: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&out_path).unwrap()).unwrap();
+    assert_eq!(p["format"], "reproducer-profile");
+    assert_eq!(p["version"], 1);
+    assert_eq!(p["scenario"], "profiled");
+    assert_eq!(p["runs"], 3);
+    assert_eq!(p["run_seconds"].as_array().unwrap().len(), 3);
+    assert!(p["run_seconds"].as_array().unwrap().iter().all(|s| s.as_f64().unwrap() >= 1.5), "{}", p["run_seconds"]);
+    assert_eq!(p["scenario_nodes"]["n1"][1], "profile");
+
+    let failures = p["failures"].as_array().unwrap();
+    let optional = failures
+        .iter()
+        .find(|f| f["path"] == "*/optional-*.conf")
+        .unwrap_or_else(|| panic!("the benign ENOENT signature, three paths normalized into one: {failures:#?}"));
+    assert_eq!((optional["node"].as_str(), optional["syscall"].as_str(), optional["errno"].as_str()), (Some("n1"), Some("openat"), Some("ENOENT")));
+    assert_eq!(optional["per_run"], serde_json::json!([3, 3, 3]));
+    assert!(optional["per_second"].as_f64().unwrap() > 0.5);
+
+    let syscalls = p["syscalls"].as_array().unwrap();
+    let openat = syscalls.iter().find(|s| s["node"] == "n1" && s["syscall"] == "openat").expect("openat counted for n1");
+    assert!(openat["per_run"].as_array().unwrap().iter().all(|n| n.as_u64().unwrap() >= 3), "{openat}");
+
+    let functions = p["functions"].as_array().unwrap();
+    let function = |name: &str| functions.iter().find(|f| f["symbol"] == name).unwrap_or_else(|| panic!("{name} profiled: {functions:#?}"));
+    let binary = std::fs::canonicalize(faulty()).unwrap().display().to_string();
+    let once = function("stage_once");
+    assert_eq!(once["per_run"], serde_json::json!([1, 1, 1]));
+    assert_eq!(once["infrequent"], true);
+    assert_eq!(once["binary"], binary.as_str());
+    assert_eq!(once["node"], "n1");
+    let hot = function("stage_hot");
+    assert_eq!(hot["per_run"], serde_json::json!([20000, 20000, 20000]));
+    assert_eq!(hot["infrequent"], false);
+    assert_eq!(function("stage_g")["per_run"], serde_json::json!([0, 0, 0]), "never called in this mode");
+    assert_eq!(p["dropped"]["events"], 0);
+
+    let list = std::fs::read_to_string(&list_path).unwrap();
+    let lines: Vec<&str> = list.lines().filter(|l| !l.starts_with('#')).collect();
+    assert!(lines.contains(&format!("{binary}:stage_once").as_str()), "{list}");
+    assert!(!list.contains("stage_hot"), "{list}");
+    assert!(lines.iter().all(|l| l.starts_with(&format!("{binary}:"))), "{list}");
+
+    // the list is what production tracerd reads (its `functions` setting)
+    let config = tracerd::config::Config { functions: Some(list_path.clone()), ..Default::default() };
+    let specs = config.function_specs().expect("tracerd reads the list");
+    assert_eq!(specs.len(), lines.len());
+    assert!(specs.iter().any(|f| f.symbol == "stage_once" && f.binary.display().to_string() == binary));
+}
+
+#[test]
+fn profile_refuses_an_oracle_that_fires_without_faults() {
+    require_root();
+    let links = link_count();
+    let (dir, sc, _) = files(&profile_scenario(r#"["true"]"#), "");
+    let out_path = dir.path().join("profile.json");
+    let out = reproducer(&["profile", "--scenario", sc.to_str().unwrap(), "--runs", "2", "--out", out_path.to_str().unwrap()]);
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{t}");
+    assert!(t.contains("oracle fired in fault-free run 1 of 2"), "{t}");
+    assert!(!out_path.exists(), "no profile is written");
+    assert_clean(links);
+}
+
 #[test]
 fn bad_schedule_names_file_line_and_field() {
     require_root();

@@ -159,6 +159,30 @@ fn counts_function_calls_and_syscalls_without_function_events() {
 }
 
 #[test]
+fn functions_of_one_binary_share_a_link_and_are_counted_and_recorded() {
+    require_root();
+    let prog = eventgen_as("eg_multi");
+    let marker = format!("{}:tracerd_test_marker", prog.display());
+    let other = format!("{}:tracerd_test_other", prog.display());
+    let d = Daemon::start(&["--target-comm", "eg_multi", "--uprobe", &marker, "--uprobe", &other]);
+    let perf_event_fds = std::fs::read_dir(format!("/proc/{}/fd", d.pid()))
+        .unwrap()
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .filter(|target| target.to_string_lossy().contains("perf_event"))
+        .count();
+    let pid = run_prog(&prog, &["marker", "5"]);
+    let dump = d.dump();
+    let meta = inspect_meta(&dump);
+    assert_eq!(meta["function_calls"], serde_json::json!([5, 1]));
+    assert_eq!(meta["syscall_counts"], serde_json::json!([]), "count_syscalls is off by default");
+    let events = inspect_json(&dump);
+    let hits = events_of(&events, "function", pid);
+    assert_eq!(hits.iter().filter(|e| e["function"] == "tracerd_test_marker").count(), 5);
+    assert_eq!(hits.iter().filter(|e| e["function"] == "tracerd_test_other").count(), 1);
+    assert_eq!(perf_event_fds, 0, "one uprobe-multi link for both functions, not a perf event per uprobe");
+}
+
+#[test]
 fn second_dump_holds_later_events_and_filters_non_targets() {
     require_root();
     let prog = eventgen_as("eg_twice");

@@ -163,6 +163,7 @@ fn main_inner(cli: Cli) -> Result<bool> {
         Command::Profile { scenario, runs, functions_from, infrequent_below, out } => {
             use reproducer::profile;
             let sc = Scenario::load(&scenario)?;
+            profile::check_output(&out)?;
             let opts = profile::ProfileOptions { runs, function_patterns: functions_from, infrequent_below_per_s: infrequent_below };
             let (p, candidates) = profile::profile(&sc, &opts)?;
             let list = profile::write(&p, &out)?;

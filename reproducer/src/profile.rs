@@ -184,6 +184,22 @@ pub fn functions_path(out: &Path) -> PathBuf {
     out.with_extension("functions")
 }
 
+/// Checks, before any run, that `out` can be written: its directory exists and it is not
+/// a directory itself.
+pub fn check_output(out: &Path) -> Result<()> {
+    let dir = match out.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    if !dir.is_dir() {
+        bail!("--out {}: directory {} does not exist", out.display(), dir.display());
+    }
+    if out.is_dir() || out.file_name().is_none() {
+        bail!("--out {}: is a directory; name the profile file (e.g. profile.json)", out.display());
+    }
+    Ok(())
+}
+
 /// Reads a profile written by `reproducer profile`.
 pub fn load(path: &Path) -> Result<Profile> {
     let origin = path.display();
@@ -201,30 +217,39 @@ pub fn load(path: &Path) -> Result<Profile> {
     serde_json::from_value(value).map_err(|e| anyhow!("profile {origin}: damaged ({e})"))
 }
 
-/// The binary a node runs, absolute and with symlinks resolved.
-fn node_binary(node: &Node) -> Result<PathBuf> {
+/// The binary a node runs: its absolute path as named (the directory resolved, a symlinked
+/// program kept under its own name: /usr/bin/redis-server), and the file it really is.
+fn node_binary(node: &Node) -> Result<(PathBuf, PathBuf)> {
     let program = &node.command[0];
     if program.contains('{') {
         bail!("node {}: its program {program} has a placeholder; a profile needs the program's path before any run", node.name);
     }
     let resolved = executor::resolve_binary(program);
-    std::fs::canonicalize(&resolved)
-        .map_err(|e| anyhow!("node {}: program {program} ({}): {e}", node.name, resolved.display()))
+    let not_found = |e: std::io::Error| anyhow!("node {}: program {program} ({}): {e}", node.name, resolved.display());
+    let dir = match resolved.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let name = resolved.file_name().ok_or_else(|| anyhow!("node {}: program {program} is not a file name", node.name))?;
+    let named = std::fs::canonicalize(dir).map_err(not_found)?.join(name);
+    let real = std::fs::canonicalize(&named).map_err(not_found)?;
+    Ok((named, real))
 }
 
 /// The functions to count: every defined function of every node's binary that matches
 /// `patterns` (all when empty), once per binary.
 pub fn candidate_functions(scenario: &Scenario, patterns: &[String]) -> Result<Vec<Candidate>> {
-    let mut binaries: Vec<(PathBuf, Vec<usize>)> = Vec::new();
+    // (path as the first node names it, the real file, nodes): nodes sharing a file share it
+    let mut binaries: Vec<(PathBuf, PathBuf, Vec<usize>)> = Vec::new();
     for (i, node) in scenario.nodes.iter().enumerate() {
-        let bin = node_binary(node)?;
-        match binaries.iter_mut().find(|(b, _)| *b == bin) {
-            Some((_, nodes)) => nodes.push(i),
-            None => binaries.push((bin, vec![i])),
+        let (named, real) = node_binary(node)?;
+        match binaries.iter_mut().find(|(_, r, _)| *r == real) {
+            Some((_, _, nodes)) => nodes.push(i),
+            None => binaries.push((named, real, vec![i])),
         }
     }
     let mut out = Vec::new();
-    for (bin, nodes) in binaries {
+    for (bin, _, nodes) in binaries {
         let names: Vec<String> = nodes.iter().map(|&i| scenario.nodes[i].name.clone()).collect();
         let symbols = match binary::function_symbols(&bin) {
             Ok(s) => s,

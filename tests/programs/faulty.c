@@ -11,6 +11,9 @@
  *   faulty serve PORT          TCP echo server (one client at a time, forever)
  *   faulty ping IP PORT MS     sends a line every 100 ms for MS, logging each round-trip time
  *   faulty two-faults DIR      calls stage_h(), stage_g(), then writes DIR/a twice
+ *   faulty profile DIR MS      fails to open DIR/optional-100.conf .. -102.conf (ENOENT),
+ *                              calls stage_once() once and stage_hot() 20000 times, sleeps
+ *                              MS, logs "profile done"
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -44,6 +47,14 @@ NOINLINE void stage_f(void) { printf("f entered\n"); }
 NOINLINE void stage_g(void) { printf("g entered\n"); }
 NOINLINE void stage_h(void) { printf("h entered\n"); }
 NOINLINE void stage_p(void) { printf("p entered\n"); }
+
+NOINLINE void stage_once(void) { printf("once entered\n"); }
+
+NOINLINE int stage_hot(int i)
+{
+	__asm__ volatile("" : : "r"(i) : "memory");
+	return i;
+}
 
 NOINLINE void stage_k(void)
 {
@@ -183,6 +194,21 @@ int main(int argc, char **argv)
 		return serve(atoi(argv[2]));
 	if (!strcmp(mode, "ping") && argc > 4)
 		return ping(argv[2], atoi(argv[3]), atol(argv[4]));
+	if (!strcmp(mode, "profile") && argc > 3) {
+		char path[512];
+		for (int i = 100; i < 103; i++) {
+			snprintf(path, sizeof(path), "%s/optional-%d.conf", argv[2], i);
+			int fd = open(path, O_RDONLY);
+			if (fd >= 0)
+				close(fd);
+		}
+		stage_once();
+		for (int i = 0; i < 20000; i++)
+			stage_hot(i);
+		sleep_ms(atol(argv[3]));
+		printf("profile done\n");
+		return 0;
+	}
 	if (!strcmp(mode, "two-faults") && argc > 2) {
 		stage_h();
 		stage_g();

@@ -250,6 +250,12 @@ mod tests {
     }
 
     #[test]
+    fn example_file_is_the_defaults() {
+        let c = Config::parse(include_str!("../../systemd/tracerd.toml"), "systemd/tracerd.toml").unwrap();
+        assert_eq!(c, Config::default(), "systemd/tracerd.toml shows every default");
+    }
+
+    #[test]
     fn counting_switches() {
         let c = Config::default();
         assert!(!c.count_syscalls && c.function_events);

@@ -2,9 +2,11 @@
 //! maps, owns every link, and drives the ring-buffer consumer. The daemon and the
 //! reproducer's test runs both trace through this one type.
 //!
-//! Function uprobes are attached with one uprobe-multi link per binary when the kernel
-//! takes it (one fd and one symbol-table pass however many functions), else one link per
-//! function; the calls of every function are counted in the kernel either way.
+//! Function uprobes are attached with one uprobe-multi link per binary (one fd, one
+//! symbol-table pass, and a detach that does not wait once per function). A link the
+//! kernel refuses is split in halves until the parts are accepted; names that do not
+//! resolve to one offset, and single functions no multi link took, get a link of their
+//! own. The calls of every function are counted in the kernel either way.
 use std::collections::{BTreeMap, HashMap};
 use std::mem::MaybeUninit;
 use std::ops::ControlFlow;
@@ -17,6 +19,7 @@ use libbpf_rs::{Link, MapCore, MapFlags, OpenObject, RingBufferBuilder, UprobeMu
 use crate::bpf::types::{tracerd_conn, tracerd_counter, tracerd_open_file, tracerd_pause, tracerd_syscall_key};
 use crate::bpf::{TracerSkel, TracerSkelBuilder};
 use crate::config::{Config, FunctionSpec};
+use crate::elfsyms;
 use crate::procs::{exe_key, scan_targets, ProcInfo};
 use crate::recorder::{read_struct, Recorder};
 use crate::syscalls::{syscall_arg_table, syscall_name};
@@ -158,10 +161,8 @@ impl Engine {
             by_binary.entry(f.binary.clone()).or_default().push(id);
         }
         for (binary, ids) in by_binary {
-            if ids.len() > 1 && self.attach_multi(&binary, &ids) {
-                continue;
-            }
-            for id in ids {
+            let rest = if ids.len() > 1 { self.attach_multi(&binary, &ids) } else { ids };
+            for id in rest {
                 self.attach_one(id, tolerate)?;
             }
         }
@@ -175,21 +176,51 @@ impl Engine {
         Ok(())
     }
 
-    /// One uprobe-multi link for `ids`, all functions of `binary`; false if it failed.
-    fn attach_multi(&mut self, binary: &std::path::Path, ids: &[usize]) -> bool {
+    /// One uprobe-multi link for the functions `ids` of `binary` whose offsets resolve;
+    /// returns the ids left to attach one by one (all of them if the link failed).
+    fn attach_multi(&mut self, binary: &std::path::Path, ids: &[usize]) -> Vec<usize> {
+        let offsets = match elfsyms::function_offsets(binary) {
+            Ok(o) => o,
+            Err(e) => {
+                log::debug!("uprobe-multi on {}: {e:#}; attaching one by one", binary.display());
+                return ids.to_vec();
+            }
+        };
+        let mut found = Vec::new();
+        let mut rest = Vec::new();
+        for &id in ids {
+            match offsets.get(&self.functions[id].symbol) {
+                Some(&offset) => found.push((id, offset as usize)),
+                None => rest.push(id),
+            }
+        }
+        rest.extend(self.attach_multi_split(binary, &found));
+        rest
+    }
+
+    /// Links `found` (id, offset) with one uprobe-multi link, or, when the kernel refuses
+    /// it (one offset it cannot probe fails the whole link), each half on its own, down to
+    /// single functions; returns the ids that no multi link took.
+    fn attach_multi_split(&mut self, binary: &std::path::Path, found: &[(usize, usize)]) -> Vec<usize> {
+        if found.len() < 2 {
+            return found.iter().map(|&(id, _)| id).collect();
+        }
         let opts = UprobeMultiOpts {
-            syms: ids.iter().map(|&id| self.functions[id].symbol.clone()).collect(),
-            cookies: ids.iter().map(|&id| id as u64).collect(),
+            offsets: found.iter().map(|&(_, offset)| offset).collect(),
+            cookies: found.iter().map(|&(id, _)| id as u64).collect(),
             ..Default::default()
         };
         match self.skel.progs.function_hit_multi.attach_uprobe_multi_with_opts(-1, binary, "", opts) {
             Ok(link) => {
                 self.uprobe_links.push(link);
-                true
+                Vec::new()
             }
             Err(e) => {
-                log::debug!("uprobe-multi on {} ({} functions) failed ({e}); attaching one by one", binary.display(), ids.len());
-                false
+                log::debug!("uprobe-multi on {} ({} functions) failed ({e:#}); splitting", binary.display(), found.len());
+                let (a, b) = found.split_at(found.len() / 2);
+                let mut rest = self.attach_multi_split(binary, a);
+                rest.extend(self.attach_multi_split(binary, b));
+                rest
             }
         }
     }

@@ -7,6 +7,7 @@ pub mod capture;
 pub mod config;
 pub mod daemon;
 pub mod dump;
+mod elfsyms;
 pub mod engine;
 pub mod inspect;
 pub mod procs;
