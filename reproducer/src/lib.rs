@@ -1,5 +1,6 @@
 //! reproducer: runs a scenario (nodes, workload, oracle) on a local testbed and injects a
-//! fault schedule at exactly the points the schedule names.
+//! fault schedule at exactly the points the schedule names; profiles fault-free runs,
+//! diagnoses production dumps and searches for the schedule that brings the bug back.
 pub mod binary;
 pub mod confirm;
 pub mod diagnose;

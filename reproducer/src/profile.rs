@@ -14,8 +14,6 @@
 //! [`normalize_path`] so that a test run and a production host agree; the diagnosis uses
 //! the same function.
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail, Context, Result};
@@ -483,37 +481,15 @@ pub fn functions_list(profile: &Profile) -> String {
     text
 }
 
-/// Writes `bytes` to `path` atomically: a hidden temp file in the same directory, fsync,
-/// rename, fsync of the directory; mode 0644.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let name = path.file_name().with_context(|| format!("{}: not a file name", path.display()))?;
-    let temp = dir.join(format!(".{}.tmp{}", name.to_string_lossy(), std::process::id()));
-    let result = (|| -> std::io::Result<()> {
-        let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o644).open(&temp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        std::fs::rename(&temp, path)?;
-        std::fs::File::open(&dir)?.sync_all()
-    })();
-    if let Err(e) = result {
-        let _ = std::fs::remove_file(&temp);
-        bail!("writing {}: {e}", path.display());
-    }
-    Ok(())
-}
 
 /// Writes `profile` to `out` and its infrequent functions next to it; returns the
 /// `.functions` path.
 pub fn write(profile: &Profile, out: &Path) -> Result<PathBuf> {
     let mut json = serde_json::to_vec_pretty(profile)?;
     json.push(b'\n');
-    write_atomic(out, &json)?;
+    crate::report::write_atomic(out, &json)?;
     let list = functions_path(out);
-    write_atomic(&list, functions_list(profile).as_bytes())?;
+    crate::report::write_atomic(&list, functions_list(profile).as_bytes())?;
     Ok(list)
 }
 

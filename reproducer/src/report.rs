@@ -3,7 +3,8 @@
 //! rate with its interval), all written atomically.
 use std::fmt::Write as _;
 use std::io::Write as _;
-use std::path::Path;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use serde::Serialize;
@@ -18,13 +19,23 @@ const TIMELINE_EVENTS: usize = 40;
 
 /// Writes `bytes` to `path` through a temp file in the same directory, fsync and rename.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let mut tmp = tempfile::Builder::new().prefix(".tmp-").tempfile_in(dir).with_context(|| format!("writing {}", path.display()))?;
-    tmp.write_all(bytes)?;
-    tmp.as_file().sync_all()?;
-    use std::os::unix::fs::PermissionsExt;
-    tmp.as_file().set_permissions(std::fs::Permissions::from_mode(0o644))?;
-    tmp.persist(path).with_context(|| format!("writing {}", path.display()))?;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let name = path.file_name().with_context(|| format!("{}: not a file name", path.display()))?;
+    let temp = dir.join(format!(".{}.tmp{}", name.to_string_lossy(), std::process::id()));
+    let result = (|| -> std::io::Result<()> {
+        let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o644).open(&temp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        std::fs::rename(&temp, path)?;
+        std::fs::File::open(&dir)?.sync_all()
+    })();
+    if let Err(e) = result {
+        let _ = std::fs::remove_file(&temp);
+        anyhow::bail!("writing {}: {e}", path.display());
+    }
     Ok(())
 }
 
