@@ -63,18 +63,19 @@ pub fn wilson(bugs: u32, runs: u32) -> (f64, f64) {
     ((centre - half).max(0.0), (centre + half).min(1.0))
 }
 
-/// Runs `one_run` (true = bug) until the test decides.
-pub fn confirm(target: f64, mut one_run: impl FnMut(u32) -> anyhow::Result<bool>) -> anyhow::Result<Confirmation> {
+/// Runs `one_run` (true = bug) until the test decides; None when `one_run` gives up (None).
+pub fn confirm(target: f64, mut one_run: impl FnMut(u32) -> anyhow::Result<Option<bool>>) -> anyhow::Result<Option<Confirmation>> {
     let (mut bugs, mut runs) = (0, 0);
     let met = loop {
-        bugs += one_run(runs + 1)? as u32;
+        let Some(bug) = one_run(runs + 1)? else { return Ok(None) };
+        bugs += bug as u32;
         runs += 1;
         if let Some(met) = decide(bugs, runs, target) {
             break met;
         }
     };
     let (low, high) = wilson(bugs, runs);
-    Ok(Confirmation { bugs, runs, met, low, high })
+    Ok(Some(Confirmation { bugs, runs, met, low, high }))
 }
 
 #[cfg(test)]
@@ -83,7 +84,7 @@ mod tests {
 
     fn outcome(pattern: &[bool]) -> Confirmation {
         let mut it = pattern.iter().cycle();
-        confirm(0.8, |_| Ok(*it.next().unwrap())).unwrap()
+        confirm(0.8, |_| Ok(Some(*it.next().unwrap()))).unwrap().unwrap()
     }
 
     #[test]
@@ -120,5 +121,19 @@ mod tests {
         assert!(lo > 0.6 && lo < 0.7 && hi == 1.0, "{lo} {hi}");
         let (lo, hi) = wilson(5, 10);
         assert!(lo < 0.5 && hi > 0.5);
+    }
+}
+
+#[cfg(test)]
+mod budget_tests {
+    #[test]
+    fn giving_up_is_not_a_verdict() {
+        let mut n = 0;
+        let r = super::confirm(0.8, |_| {
+            n += 1;
+            Ok((n < 3).then_some(true))
+        })
+        .unwrap();
+        assert_eq!(r, None);
     }
 }

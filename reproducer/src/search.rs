@@ -488,11 +488,14 @@ impl<'a> Search<'a> {
         );
     }
 
+    /// The sequential test on `schedule`; when the run budget ends first, the rate so far
+    /// (not met).
     fn confirm(&mut self, schedule: &Schedule, text: &str, dir: &Path) -> Result<Confirmation> {
         let target = self.cfg.target_rate;
-        confirm::confirm(target, |k| {
+        let (mut bugs, mut runs) = (0u32, 0u32);
+        let outcome = confirm::confirm(target, |k| {
             if self.runs >= self.cfg.max_runs {
-                bail!("budget");
+                return Ok(None);
             }
             let sub = dir.join(format!("confirm-{k:02}"));
             std::fs::create_dir_all(&sub)?;
@@ -500,9 +503,14 @@ impl<'a> Search<'a> {
             if self.progress {
                 eprintln!("    confirming: run {k}: bug {}", if fb.bug { "yes" } else { "no" });
             }
-            Ok(fb.bug)
-        })
-        .or_else(|e| if e.to_string() == "budget" { Ok(Confirmation { bugs: 1, runs: 1, met: false, low: 0.0, high: 1.0 }) } else { Err(e) })
+            bugs += fb.bug as u32;
+            runs += 1;
+            Ok(Some(fb.bug))
+        })?;
+        Ok(outcome.unwrap_or_else(|| {
+            let (low, high) = confirm::wilson(bugs, runs);
+            Confirmation { bugs, runs, met: false, low, high }
+        }))
     }
 
     fn run_once(&mut self, schedule: &Schedule, text: &str, dir: &Path) -> Result<(RunReport, Feedback)> {
