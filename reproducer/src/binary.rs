@@ -4,32 +4,12 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use anyhow::{anyhow, bail, Context};
+use anyhow::{anyhow, bail};
 use iced_x86::{Code, Decoder, DecoderOptions, Formatter, Instruction, IntelFormatter, Mnemonic};
-use object::{
-    elf, Architecture, Object, ObjectSection, ObjectSymbol, ObjectSymbolTable, RelocationFlags, RelocationTarget,
-    SymbolFlags, SymbolKind, SymbolSection,
-};
+use object::{elf as elf_consts, Architecture, Object, ObjectSection, ObjectSymbol, ObjectSymbolTable, RelocationFlags, RelocationTarget};
+use tracedump::elf::{self, Binary};
 
-/// A defined function of a binary.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct FunctionSymbol {
-    pub name: String,
-    /// Symbol value (virtual address as linked; for a PIE, relative to its load base).
-    pub address: u64,
-    pub size: u64,
-    /// The source file a local (static) function belongs to, from the STT_FILE symbol before it.
-    pub source_file: Option<String>,
-}
-
-/// Defined function symbols (STT_FUNC, size > 0) of the ELF file at `binary`, from .symtab and .dynsym,
-/// one per address (prefer the .symtab name), sorted by name. `source_file` is the STT_FILE symbol that
-/// precedes a local symbol in .symtab (None for globals/dynsym-only).
-pub fn function_symbols(binary: &Path) -> anyhow::Result<Vec<FunctionSymbol>> {
-    let data = read_binary(binary)?;
-    let file = parse_elf(binary, &data)?;
-    Ok(one_per_address(candidates(&file)))
-}
+pub use tracedump::elf::{function_symbols, FunctionSymbol};
 
 /// Keeps the symbols whose name or source file matches any of `patterns` (glob, `glob` crate is already a
 /// dependency: "raft*", "snapshot.c"); all of them when `patterns` is empty.
@@ -71,89 +51,21 @@ pub struct Site {
 /// system calls first (address order), then other call sites (address order), then the remaining
 /// instructions (address order).
 pub fn injection_sites(binary: &Path, symbol: &str) -> anyhow::Result<Vec<Site>> {
-    let data = read_binary(binary)?;
-    let file = parse_elf(binary, &data)?;
+    let bin = Binary::read(binary)?;
+    let file = bin.elf()?;
     let arch = file.architecture();
     if arch != Architecture::X86_64 {
         let arch = format!("{arch:?}").to_lowercase();
         bail!("binary {}: architecture {arch} is not supported for offsets (x86_64 only)", binary.display());
     }
-    let all = candidates(&file);
-    let function = find_function(binary, &all, symbol)?;
-    let code = function_bytes(&file, &function)
+    let all = elf::functions(&file);
+    let function = elf::find_function(binary, &all, symbol)?;
+    let code = elf::function_bytes(&file, &function)
         .ok_or_else(|| anyhow!("binary {}: no section holds the bytes of '{symbol}'", binary.display()))?;
-    let resolver = CallResolver::new(&file, &one_per_address(all));
+    let resolver = CallResolver::new(&file, &elf::one_per_address(all));
     let mut sites = decode_sites(binary, &function, code, &resolver);
     sites.sort_by_key(|s| (kind_rank(s.kind), s.offset));
     Ok(sites)
-}
-
-fn read_binary(binary: &Path) -> anyhow::Result<Vec<u8>> {
-    std::fs::read(binary).with_context(|| format!("binary {}: cannot read it", binary.display()))
-}
-
-fn parse_elf<'d>(binary: &Path, data: &'d [u8]) -> anyhow::Result<object::File<'d>> {
-    let is_elf = matches!(object::FileKind::parse(data), Ok(object::FileKind::Elf32 | object::FileKind::Elf64));
-    if !is_elf {
-        bail!("binary {}: not an ELF file", binary.display());
-    }
-    object::File::parse(data).map_err(|e| anyhow!("binary {}: malformed ELF file ({e})", binary.display()))
-}
-
-/// A defined function symbol before de-duplication by address.
-struct Candidate {
-    symbol: FunctionSymbol,
-    from_dynsym: bool,
-}
-
-/// All defined functions of .symtab (with their source files) and of .dynsym, aliases included.
-fn candidates(file: &object::File<'_>) -> Vec<Candidate> {
-    let mut found = Vec::new();
-    let mut source_file: Option<String> = None;
-    for symbol in file.symbols() {
-        if symbol.kind() == SymbolKind::File {
-            source_file = symbol.name().ok().filter(|n| !n.is_empty()).map(str::to_string);
-        } else if let Some(mut function) = as_function(&symbol) {
-            function.source_file = if symbol.is_local() { source_file.clone() } else { None };
-            found.push(Candidate { symbol: function, from_dynsym: false });
-        }
-    }
-    for symbol in file.dynamic_symbols() {
-        if let Some(function) = as_function(&symbol) {
-            found.push(Candidate { symbol: function, from_dynsym: true });
-        }
-    }
-    found
-}
-
-fn as_function<'d>(symbol: &impl ObjectSymbol<'d>) -> Option<FunctionSymbol> {
-    let is_func = matches!(symbol.flags(), SymbolFlags::Elf { st_info, .. } if st_info & 0xf == elf::STT_FUNC);
-    let defined = matches!(symbol.section(), SymbolSection::Section(_));
-    let name = symbol.name().ok().filter(|n| !n.is_empty())?;
-    (is_func && defined && symbol.size() > 0).then(|| FunctionSymbol {
-        name: name.to_string(),
-        address: symbol.address(),
-        size: symbol.size(),
-        source_file: None,
-    })
-}
-
-/// One symbol per address, sorted by name. Among aliases the .symtab one wins, then the one with
-/// the fewest leading underscores, then the shortest ("write" over "__libc_write" and "__write").
-fn one_per_address(mut all: Vec<Candidate>) -> Vec<FunctionSymbol> {
-    all.sort_by(|a, b| {
-        let key =
-            |c: &Candidate| (c.symbol.address, c.from_dynsym, leading_underscores(&c.symbol.name), c.symbol.name.len());
-        key(a).cmp(&key(b)).then_with(|| a.symbol.name.cmp(&b.symbol.name))
-    });
-    all.dedup_by_key(|c| c.symbol.address);
-    let mut functions: Vec<FunctionSymbol> = all.into_iter().map(|c| c.symbol).collect();
-    functions.sort_by(|a, b| a.name.cmp(&b.name).then(a.address.cmp(&b.address)));
-    functions
-}
-
-fn leading_underscores(name: &str) -> usize {
-    name.len() - name.trim_start_matches('_').len()
 }
 
 fn symbol_matches(symbol: &FunctionSymbol, pattern: &glob::Pattern) -> bool {
@@ -162,35 +74,6 @@ fn symbol_matches(symbol: &FunctionSymbol, pattern: &glob::Pattern) -> bool {
         pattern.matches(file) || pattern.matches(base)
     };
     pattern.matches(&symbol.name) || symbol.source_file.as_deref().is_some_and(file_matches)
-}
-
-/// The function called `name` (any alias), or an error that says why there is none.
-fn find_function(binary: &Path, all: &[Candidate], name: &str) -> anyhow::Result<FunctionSymbol> {
-    let mut matches: Vec<&FunctionSymbol> = all.iter().map(|c| &c.symbol).filter(|s| s.name == name).collect();
-    matches.sort_by_key(|s| s.address);
-    matches.dedup_by_key(|s| s.address);
-    match matches.as_slice() {
-        [one] => Ok((*one).clone()),
-        [] => {
-            let count = all.iter().map(|c| c.symbol.address).collect::<std::collections::HashSet<_>>().len();
-            bail!("binary {}: no function '{name}' (it has {count} functions; is it stripped?)", binary.display())
-        }
-        several => {
-            let at: Vec<String> = several.iter().map(|s| format!("{:#x}", s.address)).collect();
-            bail!(
-                "binary {}: function '{name}' is defined {} times (at {})",
-                binary.display(),
-                several.len(),
-                at.join(", ")
-            )
-        }
-    }
-}
-
-/// The bytes of `function`, from the section that holds its address range (PIE or not: symbol values
-/// and section addresses are in the same address space).
-fn function_bytes<'d>(file: &object::File<'d>, function: &FunctionSymbol) -> Option<&'d [u8]> {
-    file.sections().find_map(|section| section.data_range(function.address, function.size).ok().flatten())
 }
 
 /// Names the targets of calls: function symbols by address, PLT stubs and GOT slots by the
@@ -272,7 +155,7 @@ fn got_slots(file: &object::File<'_>) -> HashMap<u64, String> {
     let mut slots = HashMap::new();
     for (slot, relocation) in relocations {
         let flags = relocation.flags();
-        let binds = matches!(flags, RelocationFlags::Elf { r_type: elf::R_X86_64_JUMP_SLOT | elf::R_X86_64_GLOB_DAT });
+        let binds = matches!(flags, RelocationFlags::Elf { r_type: elf_consts::R_X86_64_JUMP_SLOT | elf_consts::R_X86_64_GLOB_DAT });
         let RelocationTarget::Symbol(index) = relocation.target() else { continue };
         let name = dynsym.symbol_by_index(index).ok().and_then(|s| s.name().ok()).filter(|n| !n.is_empty());
         if let (true, Some(name)) = (binds, name) {
@@ -301,7 +184,7 @@ fn is_syscall_name(name: &str) -> bool {
     let mut name = name.trim_start_matches('_');
     loop {
         let syscall = WRAPPER_SYSCALLS.iter().find(|(w, _)| *w == name).map_or(name, |(_, s)| *s);
-        if tracerd::syscalls::syscall_number(syscall).is_some() {
+        if tracedump::syscalls::syscall_number(syscall).is_some() {
             return true;
         }
         match ["_chk", "64", "_2"].iter().find_map(|suffix| name.strip_suffix(suffix)) {
@@ -463,16 +346,15 @@ int main(int argc, char **argv) {
 
     /// The first byte of the instruction at `function`+`offset` in `binary`.
     fn opcode_at(binary: &Path, function: &str, offset: u64) -> u8 {
-        let data = std::fs::read(binary).unwrap();
-        let file = parse_elf(binary, &data).unwrap();
-        let function = find_function(binary, &candidates(&file), function).unwrap();
-        function_bytes(&file, &function).unwrap()[offset as usize]
+        let bin = Binary::read(binary).unwrap();
+        let file = bin.elf().unwrap();
+        let function = elf::find_function(binary, &elf::functions(&file), function).unwrap();
+        elf::function_bytes(&file, &function).unwrap()[offset as usize]
     }
 
     fn has_section(binary: &Path, name: &str) -> bool {
-        let data = std::fs::read(binary).unwrap();
-        let file = parse_elf(binary, &data).unwrap();
-        let found = file.section_by_name(name).is_some();
+        let bin = Binary::read(binary).unwrap();
+        let found = bin.elf().unwrap().section_by_name(name).is_some();
         found
     }
 

@@ -5,8 +5,11 @@
 //! pause or crash explains are faults.
 use std::collections::HashMap;
 use std::fmt::Write as _;
+use std::net::{IpAddr, SocketAddr};
 
 use serde::Serialize;
+use tracedump::event::{State, What};
+use tracedump::syscalls::signal_name;
 
 use crate::profile::normalize_path;
 use crate::scenario::Scenario;
@@ -22,7 +25,8 @@ const ROUTINE_ERRNOS: [&str; 5] = ["EAGAIN", "EINPROGRESS", "EINTR", "ERESTARTSY
 const NETWORK_ERRNOS: [&str; 7] = ["ECONNRESET", "EPIPE", "ECONNREFUSED", "ETIMEDOUT", "EHOSTUNREACH", "ENETUNREACH", "ECONNABORTED"];
 /// How long after a crash (or the end of a pause or partition) its peers' calls still fail.
 const AFTERMATH_NS: u64 = 5_000_000_000;
-const SELF_SIGNALS: [&str; 6] = ["SIGSEGV", "SIGABRT", "SIGBUS", "SIGFPE", "SIGILL", "SIGSYS"];
+/// Signals a process raises on itself (a crash of its own making, not an injected one).
+const SELF_SIGNALS: [i32; 6] = [libc::SIGSEGV, libc::SIGABRT, libc::SIGBUS, libc::SIGFPE, libc::SIGILL, libc::SIGSYS];
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]
@@ -152,7 +156,8 @@ fn max_burst(times: &[u64]) -> u32 {
 fn preceding_functions(t: &Timeline, node: Option<usize>, pid: u32, since_ns: u64, before_ns: u64) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for e in t.events.iter().rev() {
-        if e.at_ns >= before_ns || e.event.kind != "function" {
+        let What::Function(hit) = &e.event.what else { continue };
+        if e.at_ns >= before_ns {
             continue;
         }
         if e.at_ns <= since_ns {
@@ -162,8 +167,7 @@ fn preceding_functions(t: &Timeline, node: Option<usize>, pid: u32, since_ns: u6
         if !same {
             continue;
         }
-        if let (Some(b), Some(f)) = (&e.event.binary, &e.event.function) {
-            let spec = format!("{b}:{f}");
+        if let Some(spec) = hit.spec() {
             if !out.contains(&spec) {
                 out.push(spec);
             }
@@ -201,33 +205,36 @@ impl Builder<'_> {
     fn process_states(&mut self) {
         let mut seen_deaths = std::collections::HashSet::new();
         for t in &self.t.events {
-            let e = &t.event;
-            if e.kind != "process_state" || (self.scenario.is_some() && t.node.is_none()) {
+            let What::ProcessState(p) = &t.event.what else { continue };
+            if self.scenario.is_some() && t.node.is_none() {
                 continue;
             }
-            match e.state.as_deref() {
-                Some("paused") => {
-                    let d = e.duration_ms.unwrap_or(0);
-                    let cause = e.cause.clone().unwrap_or_default();
-                    let why = format!("stopped ({cause}) for {d} ms{}", e.sender_comm.as_ref().map(|c| format!(" after a signal from {c}")).unwrap_or_default());
+            let pid = t.event.pid;
+            let sender_comm = p.sender.as_ref().and_then(|s| s.comm.clone());
+            match p.state {
+                State::Paused { cause, duration_ms: d } => {
+                    let cause = cause.name().to_string();
+                    let why = format!("stopped ({cause}) for {d} ms{}", sender_comm.map(|c| format!(" after a signal from {c}")).unwrap_or_default());
                     let c = self.candidate(t, FaultGuess::Pause { duration_ms: d, cause }, t.at_ns.saturating_sub(d * 1_000_000), why);
                     self.candidates.push(c);
                 }
-                Some("killed") if seen_deaths.insert(e.pid) => {
-                    let signal = e.signal.clone().unwrap_or_else(|| "SIGKILL".into());
-                    let from_outside = e.sender_pid.is_some_and(|s| s != e.pid && !self.same_node(s, t.node));
-                    if from_outside && !SELF_SIGNALS.contains(&signal.as_str()) {
-                        let sender = format!("{} (pid {})", e.sender_comm.clone().unwrap_or_default(), e.sender_pid.unwrap_or(0));
+                State::Killed { core_dumped } if seen_deaths.insert(pid) => {
+                    let signo = p.signal.unwrap_or(libc::SIGKILL as u32);
+                    let signal = signal_name(signo);
+                    let sender_pid = p.sender.as_ref().map(|s| s.pid);
+                    let from_outside = sender_pid.is_some_and(|s| s != pid && !self.same_node(s, t.node));
+                    if from_outside && !SELF_SIGNALS.contains(&(signo as i32)) {
+                        let sender = format!("{} (pid {})", sender_comm.unwrap_or_default(), sender_pid.unwrap_or(0));
                         let why = format!("killed by {signal} from {sender}");
                         let c = self.candidate(t, FaultGuess::Crash { signal, sender }, t.at_ns, why);
                         self.candidates.push(c);
                     } else {
-                        let what = format!("died of {signal}{}", if e.core_dumped == Some(true) { " (core dumped)" } else { "" });
+                        let what = format!("died of {signal}{}", if core_dumped { " (core dumped)" } else { "" });
                         self.symptoms.push(Symptom { at_ns: t.at_ns, node: t.node, who: who(t, self.scenario), what });
                     }
                 }
-                Some("exited") if e.exit_code.unwrap_or(0) != 0 && seen_deaths.insert(e.pid) => {
-                    let what = format!("exited with status {}", e.exit_code.unwrap_or(0));
+                State::Exited { code } if code != 0 && seen_deaths.insert(pid) => {
+                    let what = format!("exited with status {code}");
                     self.symptoms.push(Symptom { at_ns: t.at_ns, node: t.node, who: who(t, self.scenario), what });
                 }
                 _ => {}
@@ -239,26 +246,22 @@ impl Builder<'_> {
         node.is_some() && self.t.events.iter().any(|e| e.event.pid == pid && e.node == node)
     }
 
-    fn node_of_address(&self, addr: &str) -> Option<usize> {
-        let ip = addr.rsplit_once(':').map(|(ip, _)| ip.trim_matches(['[', ']'])).unwrap_or(addr);
+    fn node_of_address(&self, addr: SocketAddr) -> Option<usize> {
         let s = self.scenario?;
-        s.nodes.iter().position(|n| n.address.as_deref() == Some(ip))
+        s.nodes.iter().position(|n| n.address.as_deref().and_then(|a| a.parse::<IpAddr>().ok()) == Some(addr.ip()))
     }
 
     fn gaps(&mut self) {
         let mut parts: Vec<Candidate> = Vec::new();
         for t in &self.t.events {
-            let e = &t.event;
-            if e.kind != "network_gap" {
-                continue;
-            }
-            let (Some(src), Some(dst)) = (e.src.as_deref(), e.dst.as_deref()) else { continue };
+            let What::NetworkGap(g) = &t.event.what else { continue };
+            let (Some(src), Some(dst)) = (g.local, g.peer) else { continue };
             let (a, b) = (self.node_of_address(src), self.node_of_address(dst));
             let (Some(a), Some(b)) = (a.or(t.node), b) else { continue };
             if a == b {
                 continue;
             }
-            let d = e.duration_ms.unwrap_or(0);
+            let d = g.duration_ms;
             let start = t.at_ns.saturating_sub(d * 1_000_000);
             let (lo, hi) = (a.min(b), a.max(b));
             if let Some(p) = parts.iter_mut().find(|p| p.node == Some(lo) && matches!(p.guess, FaultGuess::Partition { peer, .. } if peer == hi) && overlaps(p, start, t.at_ns)) {
@@ -308,17 +311,21 @@ impl Builder<'_> {
     fn syscall_failures(&mut self) {
         let mut groups: HashMap<(Option<usize>, String, String, String, Option<String>), Vec<&TimedEvent>> = HashMap::new();
         for t in &self.t.events {
-            let e = &t.event;
-            if e.kind != "syscall_failure" || (self.scenario.is_some() && t.node.is_none()) {
+            let What::SyscallFailure(f) = &t.event.what else { continue };
+            if self.scenario.is_some() && t.node.is_none() {
                 continue;
             }
-            let key = (t.node, who(t, self.scenario), e.syscall.clone().unwrap_or_default(), e.errno.clone().unwrap_or_default(), e.path.as_deref().map(normalize_path));
+            let key = (t.node, who(t, self.scenario), f.syscall.clone(), f.errno.clone().unwrap_or_default(), f.path.as_deref().map(normalize_path));
             groups.entry(key).or_default().push(t);
         }
         for ((_, who_, syscall, errno, path), events) in groups {
             let first = events[0];
             let times: Vec<u64> = events.iter().map(|e| e.at_ns).collect();
-            let guess = FaultGuess::Syscall { syscall: syscall.clone(), errno: errno.clone(), path: path.clone(), raw_path: first.event.path.clone() };
+            let raw_path = match &first.event.what {
+                What::SyscallFailure(f) => f.path.clone(),
+                _ => None,
+            };
+            let guess = FaultGuess::Syscall { syscall: syscall.clone(), errno: errno.clone(), path: path.clone(), raw_path };
             let mut c = self.candidate(first, guess, first.at_ns, String::new());
             c.occurrences = events.len() as u32;
             c.burst = max_burst(&times);

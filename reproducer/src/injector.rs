@@ -20,7 +20,23 @@ mod bpf {
     #![allow(clippy::all, non_camel_case_types, non_upper_case_globals, dead_code)]
     include!(concat!(env!("OUT_DIR"), "/injector.skel.rs"));
 }
-use bpf::types::{inj_event, inj_fault, inj_partition};
+use bpf::types::{inj_direction, inj_event, inj_event_kind, inj_fault, inj_kind, inj_partition};
+use tracedump::abi::{bytes_of, read_struct, Plain};
+
+// SAFETY (all three): generated from injector.h, #[repr(C)], integers and arrays of them,
+// no implicit padding (the header keeps explicit `reserved` fields).
+unsafe impl Plain for inj_event {}
+unsafe impl Plain for inj_fault {}
+unsafe impl Plain for inj_partition {}
+
+/// INJ_MAX_FUNCS and INJ_MAX_PEERS, checked against the generated arrays.
+const MAX_FUNCS: usize = 8;
+const MAX_PEERS: usize = 8;
+const _: () = {
+    use std::mem::{offset_of, size_of};
+    assert!(offset_of!(inj_fault, duration_ns) - offset_of!(inj_fault, probes) == MAX_FUNCS * size_of::<u32>());
+    assert!(offset_of!(inj_partition, reserved) - offset_of!(inj_partition, peers) == MAX_PEERS * size_of::<u32>());
+};
 
 /// Where a context probe sits.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -42,8 +58,6 @@ pub struct InjEvent {
     pub step: u32,
 }
 
-pub const INJ_SYSCALL: u32 = 1;
-
 pub struct Injector {
     // the ring buffer goes first: it must be dropped before the maps it reads
     ring: RingBuffer<'static>,
@@ -53,6 +67,8 @@ pub struct Injector {
     tc_hooks: Vec<TcHook>,
     pub probes: Vec<ProbeSite>,
     nfaults: usize,
+    /// slots of the `partitions` map (INJ_MAX_PARTITIONS)
+    max_partitions: u32,
 }
 
 fn ipv4(addr: &str) -> Result<u32> {
@@ -61,12 +77,13 @@ fn ipv4(addr: &str) -> Result<u32> {
 }
 
 fn kind_code(kind: FaultKind) -> u32 {
-    match kind {
-        FaultKind::Syscall => INJ_SYSCALL,
-        FaultKind::Crash => 2,
-        FaultKind::Pause => 3,
-        FaultKind::Partition => 4,
-    }
+    let code = match kind {
+        FaultKind::Syscall => inj_kind::INJ_SYSCALL,
+        FaultKind::Crash => inj_kind::INJ_CRASH,
+        FaultKind::Pause => inj_kind::INJ_PAUSE,
+        FaultKind::Partition => inj_kind::INJ_PARTITION,
+    };
+    code.0
 }
 
 /// What the injector needs to know about each node.
@@ -86,25 +103,26 @@ fn probe_site(function: &str, node: &NodeInfo, offset: u64) -> ProbeSite {
 
 impl Injector {
     pub fn start(faults: &[ResolvedFault], nodes: &[NodeInfo]) -> Result<Injector> {
-        if faults.len() > 64 {
-            bail!("a schedule holds at most 64 faults");
-        }
         let storage: &'static mut MaybeUninit<OpenObject> = Box::leak(Box::new(MaybeUninit::uninit()));
         let mut open = bpf::InjectorSkelBuilder::default().open(storage).context("opening the injector")?;
+        let max_faults = open.maps.faults.max_entries() as usize;
+        if faults.len() > max_faults {
+            bail!("a schedule holds at most {max_faults} faults");
+        }
+        let max_partitions = open.maps.partitions.max_entries();
         open.maps.rodata_data.as_deref_mut().context("injector has no rodata")?.nfaults = faults.len() as u32;
         let skel = open.load().context("loading the injector's BPF programs")?;
         let (tx, events) = unbounded();
         let mut builder = RingBufferBuilder::new();
         builder.add(&skel.maps.events, move |data: &[u8]| {
-            if data.len() >= std::mem::size_of::<inj_event>() {
-                // SAFETY: length checked; inj_event is plain integers.
-                let e: inj_event = unsafe { std::ptr::read_unaligned(data.as_ptr().cast()) };
-                let _ = tx.send(InjEvent { ts_ns: e.ts_ns, fired: e.kind == 1, fault: e.fault as usize, pid: e.pid, tid: e.tid, probe: e.probe, step: e.step });
+            if let Some(e) = read_struct::<inj_event>(data) {
+                let fired = e.kind == inj_event_kind::INJ_EV_FIRED.0;
+                let _ = tx.send(InjEvent { ts_ns: e.ts_ns, fired, fault: e.fault as usize, pid: e.pid, tid: e.tid, probe: e.probe, step: e.step });
             }
             0
         })?;
         let ring = builder.build()?;
-        let mut inj = Injector { ring, events, skel, _uprobes: Vec::new(), tc_hooks: Vec::new(), probes: Vec::new(), nfaults: faults.len() };
+        let mut inj = Injector { ring, events, skel, _uprobes: Vec::new(), tc_hooks: Vec::new(), probes: Vec::new(), nfaults: faults.len(), max_partitions };
         inj.load_schedule(faults, nodes)?;
         inj.skel.attach().context("attaching the injector's process hooks")?;
         inj.attach_probes()?;
@@ -126,8 +144,8 @@ impl Injector {
         let mut next_slot = 0u32;
         for (i, rf) in faults.iter().enumerate() {
             let f = &rf.fault;
-            if f.after_functions.len() > 8 {
-                bail!("fault {}: at most 8 after_functions", i + 1);
+            if f.after_functions.len() > MAX_FUNCS {
+                bail!("fault {}: at most {MAX_FUNCS} after_functions", i + 1);
             }
             let mut v = inj_fault { kind: kind_code(f.kind), node: rf.node_index as u32, signal: rf.signal, nfuncs: f.after_functions.len() as u32, ..Default::default() };
             let node = &nodes[rf.node_index];
@@ -136,17 +154,15 @@ impl Injector {
                 v.probes[j] = self.probe_id(probe_site(func, node, offset));
             }
             if f.kind == FaultKind::Partition {
-                if next_slot as usize >= 8 {
-                    bail!("a schedule holds at most 8 partitions");
+                if next_slot >= self.max_partitions {
+                    bail!("a schedule holds at most {} partitions", self.max_partitions);
                 }
                 v.partition = next_slot;
                 v.duration_ns = f.duration_ms.unwrap_or(0) * 1_000_000;
                 self.write_partition(next_slot, rf, nodes)?;
                 next_slot += 1;
             }
-            // SAFETY: inj_fault is a repr(C) struct of integers.
-            let bytes = unsafe { std::slice::from_raw_parts((&v as *const inj_fault).cast::<u8>(), std::mem::size_of::<inj_fault>()) };
-            self.skel.maps.faults.update(&(i as u32).to_ne_bytes(), bytes, MapFlags::ANY)?;
+            self.skel.maps.faults.update(&(i as u32).to_ne_bytes(), bytes_of(&v), MapFlags::ANY)?;
         }
         Ok(())
     }
@@ -154,17 +170,19 @@ impl Injector {
     fn write_partition(&self, slot: u32, rf: &ResolvedFault, nodes: &[NodeInfo]) -> Result<()> {
         let addr = |i: usize| ipv4(nodes[i].address.as_deref().unwrap_or_default());
         let mut p = inj_partition { node_addr: addr(rf.node_index)?, npeers: rf.peer_indexes.len() as u32, ..Default::default() };
-        p.direction = match rf.fault.direction.unwrap_or_default() {
-            Direction::Both => 0,
-            Direction::Out => 1,
-            Direction::In => 2,
+        let direction = match rf.fault.direction.unwrap_or_default() {
+            Direction::Both => inj_direction::INJ_BOTH,
+            Direction::Out => inj_direction::INJ_OUT,
+            Direction::In => inj_direction::INJ_IN,
         };
-        for (k, &peer) in rf.peer_indexes.iter().take(8).enumerate() {
+        p.direction = direction.0;
+        if rf.peer_indexes.len() > MAX_PEERS {
+            bail!("a partition names at most {MAX_PEERS} peers");
+        }
+        for (k, &peer) in rf.peer_indexes.iter().enumerate() {
             p.peers[k] = addr(peer)?;
         }
-        // SAFETY: inj_partition is a repr(C) struct of integers.
-        let bytes = unsafe { std::slice::from_raw_parts((&p as *const inj_partition).cast::<u8>(), std::mem::size_of::<inj_partition>()) };
-        self.skel.maps.partitions.update(&slot.to_ne_bytes(), bytes, MapFlags::ANY)?;
+        self.skel.maps.partitions.update(&slot.to_ne_bytes(), bytes_of(&p), MapFlags::ANY)?;
         Ok(())
     }
 
@@ -236,16 +254,12 @@ impl Injector {
     pub fn activate_partition(&self, fault_index: usize, duration: Duration) -> Result<()> {
         let key = (fault_index as u32).to_ne_bytes();
         let raw = self.skel.maps.faults.lookup(&key, MapFlags::ANY)?.context("fault not loaded")?;
-        // SAFETY: the value is an inj_fault written by load_schedule.
-        let f: inj_fault = unsafe { std::ptr::read_unaligned(raw.as_ptr().cast()) };
+        let f: inj_fault = read_struct(&raw).context("fault value too short")?;
         let slot = f.partition.to_ne_bytes();
         let raw = self.skel.maps.partitions.lookup(&slot, MapFlags::ANY)?.context("partition not loaded")?;
-        // SAFETY: the value is an inj_partition written by write_partition.
-        let mut p: inj_partition = unsafe { std::ptr::read_unaligned(raw.as_ptr().cast()) };
+        let mut p: inj_partition = read_struct(&raw).context("partition value too short")?;
         p.until_ns = monotonic_ns() + duration.as_nanos() as u64;
-        // SAFETY: inj_partition is a repr(C) struct of integers.
-        let bytes = unsafe { std::slice::from_raw_parts((&p as *const inj_partition).cast::<u8>(), std::mem::size_of::<inj_partition>()) };
-        self.skel.maps.partitions.update(&slot, bytes, MapFlags::ANY)?;
+        self.skel.maps.partitions.update(&slot, bytes_of(&p), MapFlags::ANY)?;
         Ok(())
     }
 

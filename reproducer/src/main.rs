@@ -8,7 +8,6 @@ use clap::{Parser, Subcommand};
 
 use reproducer::diagnose::{diagnose, BaselineRates};
 use reproducer::executor::{run, RunOptions, RunReport};
-use reproducer::report::write_atomic;
 use reproducer::search::{Outcome, Search, SearchConfig};
 use reproducer::timeline::Timeline;
 use reproducer::scenario::Scenario;
@@ -207,14 +206,14 @@ fn reproduce_cmd(a: ReproduceArgs) -> Result<bool> {
     let d = diagnose(&timeline, Some(&sc), baseline.as_ref());
     eprint!("{}", reproducer::diagnose::render(&d, Some(&sc)));
     std::fs::create_dir_all(&a.out).map_err(|e| anyhow::anyhow!("--out {}: {e}", a.out.display()))?;
-    write_atomic(&a.out.join("diagnosis.json"), &serde_json::to_vec_pretty(&d)?)?;
+    write_shared(&a.out.join("diagnosis.json"), &serde_json::to_vec_pretty(&d)?)?;
     let cfg = SearchConfig { target_rate: a.target_rate, max_runs: a.max_runs, out: a.out.clone() };
     let result = Search::new(&sc, &d, &timeline.functions, cfg).run()?;
     if let Some(text) = reproducer::report::schedule_text(&sc, &result)? {
-        write_atomic(&a.out.join("schedule.toml"), text.as_bytes())?;
+        write_shared(&a.out.join("schedule.toml"), text.as_bytes())?;
     }
-    write_atomic(&a.out.join("report.md"), reproducer::report::render(&sc, &timeline, &d, &result, &a.out).as_bytes())?;
-    write_atomic(&a.out.join("result.json"), &serde_json::to_vec_pretty(&reproducer::report::summary(&d, &result))?)?;
+    write_shared(&a.out.join("report.md"), reproducer::report::render(&sc, &timeline, &d, &result, &a.out).as_bytes())?;
+    write_shared(&a.out.join("result.json"), &serde_json::to_vec_pretty(&reproducer::report::summary(&d, &result))?)?;
     let rate = result.confirmation.map(|c| c.summary()).unwrap_or_else(|| "never".into());
     match &result.outcome {
         Outcome::Reproduced => println!("reproduced: {rate} at level {}, {} schedules, {} runs, {:.0} s", result.level, result.schedules_tried, result.runs, result.seconds),
@@ -222,6 +221,11 @@ fn reproduce_cmd(a: ReproduceArgs) -> Result<bool> {
     }
     println!("schedule: {}\nreport: {}", a.out.join("schedule.toml").display(), a.out.join("report.md").display());
     Ok(matches!(result.outcome, Outcome::Reproduced))
+}
+
+/// Results are meant to be read and shared: mode 0644.
+fn write_shared(path: &Path, bytes: &[u8]) -> Result<()> {
+    tracedump::atomic::write_bytes(path, tracedump::atomic::SHARED, bytes)
 }
 
 fn main() -> ExitCode {

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use tracerd::procs::ProcInfo;
+use tracedump::process::ProcInfo;
 
 use crate::scenario::Scenario;
 

@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail, Context, Result};
 use serde::{Deserialize, Serialize};
+use tracedump::event::What;
 
 use crate::binary;
 use crate::executor::{self, RunOptions, RunReport};
@@ -284,22 +285,23 @@ pub fn candidate_functions(scenario: &Scenario, patterns: &[String]) -> Result<V
 /// One run's trace, mapped to nodes.
 fn run_data(scenario: &Scenario, report: &RunReport) -> Result<RunData> {
     let trace = report.trace.as_ref().context("the run kept no trace")?;
-    let dump = tracerd::dump::Dump::read(trace)?;
+    let dump = tracedump::dump::Dump::read(trace)?;
     let launched: Vec<(usize, u32)> =
         report.launched.iter().filter_map(|(name, pid)| Some((scenario.node_index(name)?, *pid))).collect();
     let map = NodeMap::build(scenario, &dump.meta.processes, &launched);
     let mut data = RunData { seconds: report.duration_ms as f64 / 1000.0, ..Default::default() };
     let node_name = |pid: u32| map.node(pid).map(|i| scenario.nodes[i].name.clone());
-    for e in dump.events().into_iter().filter(|e| e.kind == "syscall_failure") {
+    for e in dump.events() {
+        let What::SyscallFailure(f) = e.what else { continue };
         let Some(node) = node_name(e.pid) else {
             data.unmapped_events += 1;
             continue;
         };
         let key = FailureKey {
             node,
-            syscall: e.syscall.unwrap_or_default(),
-            errno: e.errno.unwrap_or_default(),
-            path: e.path.as_deref().map(normalize_path),
+            syscall: f.syscall,
+            errno: f.errno.unwrap_or_default(),
+            path: f.path.as_deref().map(normalize_path),
         };
         *data.failures.entry(key).or_default() += 1;
     }
@@ -487,9 +489,9 @@ pub fn functions_list(profile: &Profile) -> String {
 pub fn write(profile: &Profile, out: &Path) -> Result<PathBuf> {
     let mut json = serde_json::to_vec_pretty(profile)?;
     json.push(b'\n');
-    crate::report::write_atomic(out, &json)?;
+    tracedump::atomic::write_bytes(out, tracedump::atomic::SHARED, &json)?;
     let list = functions_path(out);
-    crate::report::write_atomic(&list, functions_list(profile).as_bytes())?;
+    tracedump::atomic::write_bytes(&list, tracedump::atomic::SHARED, functions_list(profile).as_bytes())?;
     Ok(list)
 }
 

@@ -2,11 +2,9 @@
 //! production timeline, the diagnosis, the faults chosen and why, every attempt, the final
 //! rate with its interval), all written atomically.
 use std::fmt::Write as _;
-use std::io::Write as _;
-use std::os::unix::fs::OpenOptionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use serde::Serialize;
 
 use crate::diagnose::{self, Diagnosis};
@@ -16,28 +14,6 @@ use crate::timeline::Timeline;
 
 /// Events shown before the first symptom (or the end of the window).
 const TIMELINE_EVENTS: usize = 40;
-
-/// Writes `bytes` to `path` through a temp file in the same directory, fsync and rename.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let name = path.file_name().with_context(|| format!("{}: not a file name", path.display()))?;
-    let temp = dir.join(format!(".{}.tmp{}", name.to_string_lossy(), std::process::id()));
-    let result = (|| -> std::io::Result<()> {
-        let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o644).open(&temp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        std::fs::rename(&temp, path)?;
-        std::fs::File::open(&dir)?.sync_all()
-    })();
-    if let Err(e) = result {
-        let _ = std::fs::remove_file(&temp);
-        anyhow::bail!("writing {}: {e}", path.display());
-    }
-    Ok(())
-}
 
 /// The machine-readable outcome (result.json), one row of the bug benchmark's table.
 #[derive(Serialize)]
@@ -127,7 +103,7 @@ fn timeline_section(out: &mut String, t: &Timeline, d: &Diagnosis, scenario: &Sc
     for e in shown.iter().skip(start) {
         let dt = e.at_ns as i128 - until as i128;
         let node = e.node.map(|n| scenario.nodes[n].name.as_str()).unwrap_or("?");
-        let _ = writeln!(out, "{:>+10.3} s  {:<10} {}", dt as f64 / 1e9, node, tracerd::inspect::describe(&e.event));
+        let _ = writeln!(out, "{:>+10.3} s  {:<10} {}", dt as f64 / 1e9, node, e.event.describe());
     }
     let _ = writeln!(out, "```\n");
 }

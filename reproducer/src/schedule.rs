@@ -5,7 +5,7 @@ use std::path::Path;
 
 use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
-use tracerd::syscalls::{errno_number, signal_number, syscall_number};
+use tracedump::syscalls::{errno_number, signal_number, syscall_number};
 
 use crate::scenario::Scenario;
 use crate::toml_error::{line_of_key, toml_error};

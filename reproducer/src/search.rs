@@ -10,6 +10,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
+use tracedump::event::What;
 
 use crate::confirm::{self, Confirmation};
 use crate::diagnose::{Candidate, Diagnosis, FaultGuess};
@@ -526,12 +527,12 @@ impl<'a> Search<'a> {
         let fired = (0..r.faults).map(|i| r.fired.iter().any(|f| f.fault == i + 1)).collect();
         let mut functions = vec![Vec::new(); self.scenario.nodes.len()];
         if let Some(trace) = &r.trace {
-            let dump = tracerd::dump::Dump::read(trace).with_context(|| format!("trace of run {}", r.workdir.display()))?;
+            let dump = tracedump::dump::Dump::read(trace).with_context(|| format!("trace of run {}", r.workdir.display()))?;
             let launched: Vec<(usize, u32)> = r.launched.iter().filter_map(|(n, pid)| Some((self.scenario.node_index(n)?, *pid))).collect();
             let map = NodeMap::build(self.scenario, &dump.meta.processes, &launched);
             for e in dump.events() {
-                if let (Some(n), Some(f)) = (map.node(e.pid), e.function) {
-                    functions[n].push(f);
+                if let (Some(n), What::Function(hit)) = (map.node(e.pid), e.what) {
+                    functions[n].extend(hit.function);
                 }
             }
         }
@@ -539,7 +540,7 @@ impl<'a> Search<'a> {
     }
 
     fn write_attempts(&self) -> Result<()> {
-        crate::report::write_atomic(&self.cfg.out.join("attempts.json"), &serde_json::to_vec_pretty(&self.attempts)?)
+        tracedump::atomic::write_bytes(&self.cfg.out.join("attempts.json"), tracedump::atomic::SHARED, &serde_json::to_vec_pretty(&self.attempts)?)
     }
 
     /// Drops faults, then context functions, while the schedule still meets the target

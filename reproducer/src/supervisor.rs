@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use crossbeam_channel::Sender;
 use libbpf_rs::MapHandle;
+use tracedump::syscalls::{syscall_arg_kind, ArgKind};
 
 use crate::injector::{advance_past, boottime_ns, read_state};
 use crate::schedule::{FaultKind, ResolvedFault};
@@ -39,24 +40,24 @@ pub struct Shared {
 /// The path a notified call names: its path argument (made absolute with the caller's cwd)
 /// or the file behind its fd argument.
 fn call_path(n: &Notification) -> Option<String> {
-    let (kind, index) = tracerd::syscalls::syscall_arg_kind(n.nr)?;
+    let (kind, index) = syscall_arg_kind(n.nr)?;
     let arg = n.args.get(index as usize).copied()?;
     match kind {
-        tracerd::syscalls::ArgKind::Path | tracerd::syscalls::ArgKind::PathAt => {
+        ArgKind::Path | ArgKind::PathAt => {
             let raw = read_string(n.tid, arg, 4096).ok()?;
             let path = String::from_utf8_lossy(&raw).into_owned();
             if path.starts_with('/') {
                 return Some(path);
             }
-            let base = if kind == tracerd::syscalls::ArgKind::PathAt && n.args[0] as i32 != libc::AT_FDCWD {
+            let base = if kind == ArgKind::PathAt && n.args[0] as i32 != libc::AT_FDCWD {
                 fd_path(n.tid, n.args[0] as i32)?
             } else {
                 std::fs::read_link(format!("/proc/{}/cwd", n.tid)).ok()?.display().to_string()
             };
             Some(format!("{}/{}", base.trim_end_matches('/'), path.trim_start_matches("./")))
         }
-        tracerd::syscalls::ArgKind::Fd => fd_path(n.tid, arg as i32),
-        tracerd::syscalls::ArgKind::Sockaddr => None,
+        ArgKind::Fd => fd_path(n.tid, arg as i32),
+        ArgKind::Sockaddr => None,
     }
 }
 

@@ -4,7 +4,8 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Result};
-use tracerd::dump::{Dump, Event, Interface};
+use tracedump::dump::{Dump, Interface};
+use tracedump::event::{Event, What};
 
 use crate::nodemap::NodeMap;
 use crate::scenario::Scenario;
@@ -75,18 +76,15 @@ impl Timeline {
         }
         let events = dump.events();
         for e in &events {
-            if e.kind == "function" {
-                if let (Some(b), Some(f)) = (&e.binary, &e.function) {
-                    let spec = format!("{b}:{f}");
-                    let node = map.node(e.pid);
-                    if !self.functions.iter().any(|(n, s)| *n == node && *s == spec) {
-                        self.functions.push((node, spec));
-                    }
+            let What::Function(hit) = &e.what else { continue };
+            if let Some(spec) = hit.spec() {
+                let node = map.node(e.pid);
+                if !self.functions.iter().any(|(n, s)| *n == node && *s == spec) {
+                    self.functions.push((node, spec));
                 }
             }
         }
-        let k = &meta.counters.kernel;
-        let lost = meta.counters.recorder.ring_overwritten + k.buffer_full_syscall + k.buffer_full_function + k.buffer_full_network + k.buffer_full_process;
+        let lost = meta.counters.lost_events();
         self.dumps.push(DumpInfo {
             path: path.to_path_buf(),
             host: meta.host.clone(),

@@ -5,11 +5,13 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 
+use tracedump::abi::{comm_bytes, ProcessState};
+use tracedump::dump::{write_dump, ClockPair, Counters, DumpContents, DumpMeta, Interface, FORMAT_VERSION};
+use tracedump::record::{Payload, Record};
+
 use crate::config::Config;
-use crate::dump::{write_dump, ClockPair, Counters, DumpContents, DumpMeta, Interface, FORMAT_VERSION};
 use crate::engine::Engine;
-use crate::record::{Payload, Record};
-use crate::recorder::{comm_bytes, Recorder};
+use crate::recorder::Recorder;
 
 /// Gaps and pauses that have lasted past their threshold and are still going on.
 fn ongoing_records(engine: &Engine, rec: &mut Recorder, config: &Config, now_boot: u64) -> Result<Vec<Record>> {
@@ -39,7 +41,7 @@ fn ongoing_records(engine: &Engine, rec: &mut Recorder, config: &Config, now_boo
             tid,
             comm: comm_bytes(&p.comm),
             payload: Payload::ProcessState {
-                state: 1,
+                state: ProcessState::Paused as u8,
                 cause: p.cause as u8,
                 signal: 0,
                 core_dumped: false,

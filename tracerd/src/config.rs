@@ -103,15 +103,15 @@ impl fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
-/// One uprobe target.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FunctionSpec {
-    pub binary: PathBuf,
-    pub symbol: String,
+/// One uprobe target (the type is the dump's; the `BINARY:SYMBOL` syntax is the config's).
+pub use tracedump::dump::FunctionSpec;
+
+pub trait ParseFunctionSpec: Sized {
+    fn parse(spec: &str, origin: &str) -> Result<Self, ConfigError>;
 }
 
-impl FunctionSpec {
-    pub fn parse(spec: &str, origin: &str) -> Result<Self, ConfigError> {
+impl ParseFunctionSpec for FunctionSpec {
+    fn parse(spec: &str, origin: &str) -> Result<Self, ConfigError> {
         let (binary, symbol) = spec
             .rsplit_once(':')
             .filter(|(b, s)| !b.is_empty() && !s.is_empty())

@@ -16,47 +16,17 @@ use anyhow::{bail, Context, Result};
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{Link, MapCore, MapFlags, OpenObject, RingBufferBuilder, UprobeMultiOpts, UprobeOpts};
 
+use tracedump::abi::{c_bytes, read_struct};
+pub use tracedump::dump::{KernelCounters, OpenFile, SyscallCount};
+use tracedump::elf;
+use tracedump::process::ProcInfo;
+use tracedump::syscalls::{syscall_arg_table, syscall_name};
+
 use crate::bpf::types::{tracerd_conn, tracerd_counter, tracerd_open_file, tracerd_pause, tracerd_syscall_key};
 use crate::bpf::{TracerSkel, TracerSkelBuilder};
 use crate::config::{Config, FunctionSpec};
-use crate::elfsyms;
-use crate::procs::{exe_key, scan_targets, ProcInfo};
-use crate::recorder::{read_struct, Recorder};
-use crate::syscalls::{syscall_arg_table, syscall_name};
-
-/// Drops counted in the kernel, summed over CPUs.
-#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize, PartialEq, Eq)]
-pub struct KernelCounters {
-    pub buffer_full_syscall: u64,
-    pub buffer_full_function: u64,
-    pub buffer_full_network: u64,
-    pub buffer_full_process: u64,
-    pub buffer_full_process_start: u64,
-    pub path_unreadable: u64,
-    pub targets_full: u64,
-    pub pauses_full: u64,
-    pub connections_full: u64,
-    /// (process, syscall) pairs that did not fit in the syscall counters (count_syscalls)
-    #[serde(default)]
-    pub syscall_counts_full: u64,
-}
-
-/// Calls of one syscall by one process, counted in the kernel (config `count_syscalls`).
-#[derive(Clone, Debug, serde::Serialize, serde::Deserialize, PartialEq, Eq)]
-pub struct SyscallCount {
-    pub pid: u32,
-    pub syscall: String,
-    pub count: u64,
-}
-
-/// One entry of the kernel's open-file table, for resolving fds to paths.
-#[derive(Clone, Debug, serde::Serialize, serde::Deserialize, PartialEq, Eq)]
-pub struct OpenFile {
-    pub open_id: u64,
-    pub dir_open_id: u64,
-    pub tgid: u32,
-    pub path: String,
-}
+use crate::procs::{exe_key, scan_targets};
+use crate::recorder::Recorder;
 
 pub struct Engine {
     skel: TracerSkel<'static>,
@@ -179,7 +149,7 @@ impl Engine {
     /// One uprobe-multi link for the functions `ids` of `binary` whose offsets resolve;
     /// returns the ids left to attach one by one (all of them if the link failed).
     fn attach_multi(&mut self, binary: &std::path::Path, ids: &[usize]) -> Vec<usize> {
-        let offsets = match elfsyms::function_offsets(binary) {
+        let offsets = match elf::function_offsets(binary) {
             Ok(o) => o,
             Err(e) => {
                 log::debug!("uprobe-multi on {}: {e:#}; attaching one by one", binary.display());
@@ -398,8 +368,8 @@ fn raise_fd_limit(wanted: u64) {
 }
 
 fn fill_static_maps(skel: &TracerSkel<'_>, config: &Config) -> Result<()> {
-    for (nr, arg) in syscall_arg_table() {
-        let value = [arg.kind, arg.index, 0, 0];
+    for (nr, kind, index) in syscall_arg_table() {
+        let value = [kind as u8, index, 0, 0];
         skel.maps.syscall_args.update(&nr.to_ne_bytes(), &value, MapFlags::ANY)?;
     }
     for comm in &config.target_comm {
@@ -420,13 +390,4 @@ fn fill_static_maps(skel: &TracerSkel<'_>, config: &Config) -> Result<()> {
         skel.maps.target_units.update(&key, &[1], MapFlags::ANY)?;
     }
     Ok(())
-}
-
-/// The bytes of a NUL-terminated C buffer, at most `len_hint` long when that is non-zero.
-pub fn c_bytes(buf: &[i8], len_hint: usize) -> &[u8] {
-    // SAFETY: i8 and u8 have the same size and alignment.
-    let bytes: &[u8] = unsafe { std::slice::from_raw_parts(buf.as_ptr().cast(), buf.len()) };
-    let limit = if len_hint == 0 { bytes.len() } else { len_hint.min(bytes.len()) };
-    let end = bytes[..limit].iter().position(|&b| b == 0).unwrap_or(limit);
-    &bytes[..end]
 }

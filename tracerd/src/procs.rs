@@ -4,28 +4,20 @@ use std::collections::{HashMap, HashSet};
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
-use serde::{Deserialize, Serialize};
+pub use tracedump::process::ProcInfo;
 
 use crate::config::Config;
 
-/// What the dump says about one process.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
-pub struct ProcInfo {
-    pub pid: u32,
-    pub ppid: u32,
-    pub comm: String,
-    pub exe: Option<String>,
-    pub cmdline: Option<Vec<String>>,
-    pub cwd: Option<String>,
-    /// CLOCK_BOOTTIME of the exec or fork that started it (or of its start, for processes
-    /// found by the start-up scan)
-    pub start_ns: u64,
-    pub exit_ns: Option<u64>,
+/// What /proc tells about processes, to fill a [`ProcInfo`].
+pub trait FromProc: Sized {
+    /// Reads what /proc still tells about `pid`; fields it cannot read stay empty.
+    fn from_proc(pid: u32) -> Option<Self>;
+    /// Fills what is still missing from /proc, if the process is alive.
+    fn refresh_from_proc(&mut self);
 }
 
-impl ProcInfo {
-    /// Reads what /proc still tells about `pid`; fields it cannot read stay empty.
-    pub fn from_proc(pid: u32) -> Option<ProcInfo> {
+impl FromProc for ProcInfo {
+    fn from_proc(pid: u32) -> Option<ProcInfo> {
         let proc = procfs::process::Process::new(pid as i32).ok()?;
         let stat = proc.stat().ok()?;
         let ticks = procfs::ticks_per_second().max(1);
@@ -41,8 +33,7 @@ impl ProcInfo {
         })
     }
 
-    /// Fills what is still missing from /proc, if the process is alive.
-    pub fn refresh_from_proc(&mut self) {
+    fn refresh_from_proc(&mut self) {
         if self.exit_ns.is_some() {
             return;
         }

@@ -1,43 +1,21 @@
 //! Turns kernel records into window entries: decodes each ring-buffer record (layout from
 //! bpf/events.h via the skeleton), keeps the window, the blob arena and the process table,
 //! and counts everything it receives or drops.
+use tracedump::abi::{c_bytes, comm_bytes, read_struct, EventKind, ProcessState};
+use tracedump::addr::ENCODED_ADDR_LEN;
+pub use tracedump::counters::RecorderCounters;
+use tracedump::process::ProcInfo;
+use tracedump::record::{BlobArena, BlobRef, EventRing, Payload, Record};
+
 use crate::bpf::types::{
-    tracerd_addr, tracerd_event_kind, tracerd_function_hit, tracerd_header, tracerd_network_gap,
-    tracerd_process_start, tracerd_process_state, tracerd_process_state_event, tracerd_syscall_failure,
+    tracerd_addr, tracerd_function_hit, tracerd_header, tracerd_network_gap, tracerd_process_start,
+    tracerd_process_state_event, tracerd_syscall_failure,
 };
 use crate::config::Config;
-use crate::engine::c_bytes;
-use crate::procs::{ProcInfo, ProcTable};
-use crate::record::{BlobArena, BlobRef, EventRing, Payload, Record};
+use crate::procs::ProcTable;
 
-/// Copies a plain-old-data struct out of a byte buffer; None if the buffer is too short.
-pub fn read_struct<T: Copy>(data: &[u8]) -> Option<T> {
-    if data.len() < std::mem::size_of::<T>() {
-        return None;
-    }
-    // SAFETY: the length is checked; T is a #[repr(C)] struct generated from events.h whose
-    // fields are integers and byte arrays, valid for any bit pattern.
-    Some(unsafe { std::ptr::read_unaligned(data.as_ptr().cast::<T>()) })
-}
-
-/// Address as stored in a blob: a 0 marker byte (paths never start with NUL), family and
-/// port little-endian, then 16 address bytes.
-pub const ENCODED_ADDR_LEN: usize = 21;
-
-pub fn encode_addr(a: &tracerd_addr, out: &mut [u8]) {
-    out[0] = 0;
-    out[1..3].copy_from_slice(&a.family.to_le_bytes());
-    out[3..5].copy_from_slice(&a.port.to_le_bytes());
-    out[5..21].copy_from_slice(&a.addr);
-}
-
-/// Counters of the user-space side.
-#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize, PartialEq, Eq)]
-pub struct RecorderCounters {
-    pub received: u64,
-    pub malformed: u64,
-    pub ring_overwritten: u64,
-    pub process_table_evicted: u64,
+fn encode_addr(a: &tracerd_addr, out: &mut [u8]) {
+    tracedump::addr::encode_addr(a.family, a.port, &a.addr, out);
 }
 
 pub struct Recorder {
@@ -84,20 +62,18 @@ impl Recorder {
 
     fn decode(&mut self, data: &[u8]) -> Option<()> {
         let h: tracerd_header = read_struct(data)?;
-        let kind = tracerd_event_kind(h.kind);
-        let payload = match kind {
-            tracerd_event_kind::TRACERD_EV_SYSCALL_FAILURE => self.syscall_failure(read_struct(data)?),
-            tracerd_event_kind::TRACERD_EV_FUNCTION => {
+        let payload = match EventKind::from_raw(h.kind)? {
+            EventKind::SyscallFailure => self.syscall_failure(read_struct(data)?),
+            EventKind::Function => {
                 let e: tracerd_function_hit = read_struct(data)?;
                 Payload::Function { function_id: e.function_id }
             }
-            tracerd_event_kind::TRACERD_EV_NETWORK_GAP => self.network_gap(&read_struct(data)?),
-            tracerd_event_kind::TRACERD_EV_PROCESS_STATE => self.process_state(&h, &read_struct(data)?),
-            tracerd_event_kind::TRACERD_EV_PROCESS_START => {
+            EventKind::NetworkGap => self.network_gap(&read_struct(data)?),
+            EventKind::ProcessState => self.process_state(&h, &read_struct(data)?),
+            EventKind::ProcessStart => {
                 self.process_start(&read_struct(data)?);
                 return Some(());
             }
-            _ => return None,
         };
         self.ring.push(Record { ts_ns: h.ts_ns, pid: h.pid, tid: h.tid, comm: comm_bytes(&h.comm), payload });
         Some(())
@@ -140,8 +116,7 @@ impl Recorder {
     }
 
     fn process_state(&mut self, h: &tracerd_header, e: &tracerd_process_state_event) -> Payload {
-        let state = tracerd_process_state(e.state);
-        if state == tracerd_process_state::TRACERD_PS_EXITED || state == tracerd_process_state::TRACERD_PS_KILLED {
+        if matches!(ProcessState::from_raw(e.state), Some(ProcessState::Exited | ProcessState::Killed)) {
             self.procs.on_exit(h.pid, h.ts_ns);
         }
         let sender = c_bytes(&e.sender_comm, 0);
@@ -176,10 +151,3 @@ fn comm_bytes_of(chars: &[i8]) -> Vec<u8> {
     chars.iter().map(|&c| c as u8).collect()
 }
 
-pub fn comm_bytes(comm: &[i8; 16]) -> [u8; 16] {
-    let mut out = [0u8; 16];
-    for (o, c) in out.iter_mut().zip(comm.iter()) {
-        *o = *c as u8;
-    }
-    out
-}

@@ -1,6 +1,6 @@
 //! The dump file: its format (version 1, documented in README.md "Dump format"), the one
-//! writer (atomic: hidden temp name, fsync, rename, fsync of the directory; mode 0600) and
-//! the one reader, which also resolves raw records into `Event`s.
+//! writer (through the atomic writer, mode 0600) and the one reader, which also resolves
+//! raw records into typed [`Event`]s.
 //!
 //! Layout: 8 bytes magic "TRCRDUMP", u32 LE format version, u32 LE reserved (0), then one
 //! zstd frame (with checksum) holding sections `tag u32 LE, length u64 LE, payload`:
@@ -8,20 +8,20 @@
 //! record size = 64, u64 LE count, records), 0xFFFF_FFFF = end (length 0). Readers skip
 //! unknown tags; a file without the end section is truncated.
 use std::collections::HashMap;
-use std::fs::{File, OpenOptions};
-use std::io::{BufReader, BufWriter, Read, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::fs::File;
+use std::io::{BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
-use crate::config::FunctionSpec;
-use crate::engine::{KernelCounters, OpenFile, SyscallCount};
-use crate::procs::ProcInfo;
+use crate::abi::{EventKind, PauseCause, ProcessState};
+use crate::addr::{decode_addr, ENCODED_ADDR_LEN};
+pub use crate::counters::{Counters, KernelCounters, RecorderCounters};
+use crate::event::{Event, FunctionHit, NetworkGap, ProcessChange, Sender, State, SyscallFailure, What};
+pub use crate::process::ProcInfo;
 use crate::record::{BlobRef, BlobWindow, Payload, Record};
-use crate::recorder::{RecorderCounters, ENCODED_ADDR_LEN};
-use crate::syscalls::{errno_name, signal_name, syscall_name};
+use crate::syscalls::{errno_name, syscall_name};
 
 pub const MAGIC: &[u8; 8] = b"TRCRDUMP";
 pub const FORMAT_VERSION: u32 = 1;
@@ -33,10 +33,10 @@ const SECTION_END: u32 = 0xFFFF_FFFF;
 /// Largest section the reader accepts; guards allocations against a corrupt length.
 const MAX_SECTION: u64 = 8 << 30;
 
-const KIND_SYSCALL: u8 = 1;
-const KIND_FUNCTION: u8 = 2;
-const KIND_GAP: u8 = 3;
-const KIND_PROCESS: u8 = 4;
+const KIND_SYSCALL: u8 = EventKind::SyscallFailure as u8;
+const KIND_FUNCTION: u8 = EventKind::Function as u8;
+const KIND_GAP: u8 = EventKind::NetworkGap as u8;
+const KIND_PROCESS: u8 = EventKind::ProcessState as u8;
 const FLAG_ONGOING: u8 = 1;
 const FLAG_CORE: u8 = 2;
 
@@ -71,16 +71,28 @@ pub struct Interface {
     pub addresses: Vec<String>,
 }
 
-/// Everything that was lost, and where.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
-pub struct Counters {
-    pub kernel: KernelCounters,
-    pub recorder: RecorderCounters,
-    pub uprobe_attach_failed: u64,
-    /// events in the window whose path or address had been overwritten in the blob arena
-    pub blobs_lost: u64,
-    /// fd events whose open had left the kernel's open-file table before the dump
-    pub open_files_unresolved: u64,
+/// One uprobe target (index in `DumpMeta::functions` = function id).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FunctionSpec {
+    pub binary: PathBuf,
+    pub symbol: String,
+}
+
+/// Calls of one syscall by one process, counted in the kernel (config `count_syscalls`).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct SyscallCount {
+    pub pid: u32,
+    pub syscall: String,
+    pub count: u64,
+}
+
+/// One entry of the kernel's open-file table, for resolving fds to paths.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct OpenFile {
+    pub open_id: u64,
+    pub dir_open_id: u64,
+    pub tgid: u32,
+    pub path: String,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -238,33 +250,15 @@ fn write_body(w: impl Write, contents: &DumpContents<'_>) -> Result<()> {
     Ok(())
 }
 
-/// Writes `contents` as `dir/name` atomically and returns the final path.
+/// Writes `contents` as `dir/name` atomically (mode 0600) and returns the final path.
 pub fn write_dump(dir: &Path, name: &str, contents: &DumpContents<'_>) -> Result<PathBuf> {
     let final_path = dir.join(name);
-    let temp_path = dir.join(format!(".{name}.tmp"));
-    let file = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&temp_path)
-        .with_context(|| format!("creating {}", temp_path.display()))?;
-    let result = (|| -> Result<()> {
-        let mut w = BufWriter::with_capacity(1 << 20, &file);
+    crate::atomic::write_with(&final_path, crate::atomic::PRIVATE, |w| {
         w.write_all(MAGIC)?;
         w.write_all(&FORMAT_VERSION.to_le_bytes())?;
         w.write_all(&0u32.to_le_bytes())?;
-        write_body(&mut w, contents)?;
-        w.flush()?;
-        drop(w);
-        file.sync_all()?;
-        std::fs::rename(&temp_path, &final_path)?;
-        File::open(dir)?.sync_all()?;
-        Ok(())
-    })();
-    if let Err(e) = result {
-        let _ = std::fs::remove_file(&temp_path);
-        return Err(e.context(format!("writing {}", final_path.display())));
-    }
+        write_body(w, contents)
+    })?;
     Ok(final_path)
 }
 
@@ -353,62 +347,6 @@ fn decode_events(payload: &[u8]) -> Result<Vec<Record>> {
         .collect()
 }
 
-/// A resolved event: the schema of `tracerd inspect --json`. Values that do not apply or
-/// are unknown are None (null in JSON), never absent.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-pub struct Event {
-    pub ts_ns: u64,
-    pub realtime_ns: u64,
-    pub host: String,
-    pub kind: String,
-    pub pid: u32,
-    pub tid: u32,
-    pub comm: String,
-    pub syscall: Option<String>,
-    pub errno: Option<String>,
-    pub ret: Option<i64>,
-    pub fd: Option<i32>,
-    pub path: Option<String>,
-    pub binary: Option<String>,
-    pub function: Option<String>,
-    pub src: Option<String>,
-    pub dst: Option<String>,
-    pub duration_ms: Option<u64>,
-    pub packets: Option<u64>,
-    pub state: Option<String>,
-    pub cause: Option<String>,
-    pub exit_code: Option<i32>,
-    pub signal: Option<String>,
-    pub sender_pid: Option<u32>,
-    pub sender_comm: Option<String>,
-    pub core_dumped: Option<bool>,
-    pub ongoing: Option<bool>,
-}
-
-pub const KIND_NAMES: [&str; 4] = ["syscall_failure", "function", "network_gap", "process_state"];
-
-/// Formats an encoded address ("ip:port", "[ip6]:port").
-pub fn format_addr(b: &[u8]) -> Option<String> {
-    if b.len() < ENCODED_ADDR_LEN || b[0] != 0 {
-        return None;
-    }
-    let family = u16::from_le_bytes([b[1], b[2]]);
-    let port = u16::from_le_bytes([b[3], b[4]]);
-    match family as i32 {
-        libc::AF_INET => Some(format!("{}.{}.{}.{}:{port}", b[5], b[6], b[7], b[8])),
-        libc::AF_INET6 => {
-            let mut a = [0u8; 16];
-            a.copy_from_slice(&b[5..21]);
-            let ip = std::net::Ipv6Addr::from(a);
-            match ip.to_ipv4_mapped() {
-                Some(v4) => Some(format!("{v4}:{port}")),
-                None => Some(format!("[{ip}]:{port}")),
-            }
-        }
-        _ => None,
-    }
-}
-
 struct Resolver<'a> {
     dump: &'a Dump,
     opens: HashMap<u64, &'a OpenFile>,
@@ -460,73 +398,77 @@ impl<'a> Resolver<'a> {
 
     fn event(&self, r: &Record) -> Event {
         let end = r.comm.iter().position(|&b| b == 0).unwrap_or(16);
-        let mut e = Event {
+        let what = match r.payload {
+            Payload::SyscallFailure { nr, ret, fd, open_id, blob } => {
+                let (mut path, mut peer) = (None, None);
+                match self.blob(blob) {
+                    Some(b) if b.first() == Some(&0) => peer = decode_addr(b),
+                    Some(b) => path = Some(self.path_arg(r.pid, &String::from_utf8_lossy(b), open_id)),
+                    None if open_id != 0 => path = self.open_path(open_id, 0),
+                    None => {}
+                }
+                What::SyscallFailure(SyscallFailure {
+                    syscall: syscall_name(nr as u32),
+                    ret: ret as i64,
+                    errno: (ret < 0).then(|| errno_name(-(ret as i64))),
+                    fd: (fd >= 0).then_some(fd),
+                    path,
+                    peer,
+                })
+            }
+            Payload::Function { function_id } => {
+                let f = self.dump.meta.functions.get(function_id as usize);
+                What::Function(FunctionHit {
+                    binary: f.map(|f| f.binary.display().to_string()),
+                    function: f.map(|f| f.symbol.clone()),
+                })
+            }
+            Payload::NetworkGap { gap_ns, packets, endpoints, ongoing } => {
+                let b = self.blob(endpoints);
+                What::NetworkGap(NetworkGap {
+                    local: b.and_then(decode_addr),
+                    peer: b.and_then(|b| b.get(ENCODED_ADDR_LEN..)).and_then(decode_addr),
+                    duration_ms: gap_ns / 1_000_000,
+                    packets,
+                    ongoing,
+                })
+            }
+            Payload::ProcessState {
+                state,
+                cause,
+                signal,
+                core_dumped,
+                ongoing,
+                exit_code,
+                sender_pid,
+                duration_ns,
+                sender_comm,
+            } => {
+                // unknown values read as the last state and the D-state cause, as version 1 always did
+                let state = match ProcessState::from_raw(state as u32) {
+                    Some(ProcessState::Paused) => State::Paused {
+                        cause: PauseCause::from_raw(cause as u32).unwrap_or(PauseCause::Uninterruptible),
+                        duration_ms: duration_ns / 1_000_000,
+                    },
+                    Some(ProcessState::Exited) => State::Exited { code: exit_code },
+                    Some(ProcessState::Killed) | None => State::Killed { core_dumped },
+                };
+                let sender = (sender_pid != 0).then(|| Sender {
+                    pid: sender_pid,
+                    comm: self.blob(sender_comm).map(|b| String::from_utf8_lossy(b).into_owned()),
+                });
+                What::ProcessState(ProcessChange { state, signal: (signal != 0).then_some(signal as u32), sender, ongoing })
+            }
+        };
+        Event {
             ts_ns: r.ts_ns,
             realtime_ns: self.dump.meta.clock.realtime_of(r.ts_ns),
             host: self.dump.meta.host.clone(),
-            kind: String::new(),
             pid: r.pid,
             tid: r.tid,
             comm: String::from_utf8_lossy(&r.comm[..end]).into_owned(),
-            syscall: None, errno: None, ret: None, fd: None, path: None, binary: None, function: None,
-            src: None, dst: None, duration_ms: None, packets: None, state: None, cause: None,
-            exit_code: None, signal: None, sender_pid: None, sender_comm: None, core_dumped: None, ongoing: None,
-        };
-        match r.payload {
-            Payload::SyscallFailure { nr, ret, fd, open_id, blob } => {
-                e.kind = KIND_NAMES[0].into();
-                e.syscall = Some(syscall_name(nr as u32));
-                e.ret = Some(ret as i64);
-                e.errno = (ret < 0).then(|| errno_name(-(ret as i64)));
-                e.fd = (fd >= 0).then_some(fd);
-                match self.blob(blob) {
-                    Some(b) if b.first() == Some(&0) => e.dst = format_addr(b),
-                    Some(b) => e.path = Some(self.path_arg(r.pid, &String::from_utf8_lossy(b), open_id)),
-                    None if open_id != 0 => e.path = self.open_path(open_id, 0),
-                    None => {}
-                }
-            }
-            Payload::Function { function_id } => {
-                e.kind = KIND_NAMES[1].into();
-                if let Some(f) = self.dump.meta.functions.get(function_id as usize) {
-                    e.binary = Some(f.binary.display().to_string());
-                    e.function = Some(f.symbol.clone());
-                }
-            }
-            Payload::NetworkGap { gap_ns, packets, endpoints, ongoing } => {
-                e.kind = KIND_NAMES[2].into();
-                e.duration_ms = Some(gap_ns / 1_000_000);
-                e.packets = Some(packets);
-                e.ongoing = Some(ongoing);
-                if let Some(b) = self.blob(endpoints) {
-                    e.src = format_addr(b);
-                    e.dst = b.get(ENCODED_ADDR_LEN..).and_then(format_addr);
-                }
-            }
-            Payload::ProcessState { state, cause, signal, core_dumped, ongoing, exit_code, sender_pid, duration_ns, sender_comm } => {
-                e.kind = KIND_NAMES[3].into();
-                e.state = Some(match state { 1 => "paused", 2 => "exited", _ => "killed" }.into());
-                e.ongoing = Some(ongoing);
-                if state == 1 {
-                    e.duration_ms = Some(duration_ns / 1_000_000);
-                    e.cause = Some(match cause { 1 => "stopped", 3 => "frozen", _ => "uninterruptible" }.into());
-                }
-                if state == 2 {
-                    e.exit_code = Some(exit_code);
-                }
-                if signal != 0 {
-                    e.signal = Some(signal_name(signal as u32));
-                }
-                if state == 3 {
-                    e.core_dumped = Some(core_dumped);
-                }
-                if sender_pid != 0 {
-                    e.sender_pid = Some(sender_pid);
-                    e.sender_comm = self.blob(sender_comm).map(|b| String::from_utf8_lossy(b).into_owned());
-                }
-            }
+            what,
         }
-        e
     }
 }
 
@@ -537,7 +479,7 @@ mod tests {
     fn sample() -> Vec<Record> {
         vec![
             Record { ts_ns: 5, pid: 1, tid: 2, comm: *b"abc\0\0\0\0\0\0\0\0\0\0\0\0\0", payload: Payload::SyscallFailure { nr: 1, ret: -28, fd: 3, open_id: 7, blob: BlobRef::NONE } },
-            Record { ts_ns: 6, pid: 1, tid: 1, comm: [0; 16], payload: Payload::ProcessState { state: 3, cause: 0, signal: 9, core_dumped: false, ongoing: false, exit_code: 0, sender_pid: 44, duration_ns: 0, sender_comm: BlobRef::NONE } },
+            Record { ts_ns: 6, pid: 1, tid: 1, comm: [0; 16], payload: Payload::ProcessState { state: ProcessState::Killed as u8, cause: 0, signal: 9, core_dumped: false, ongoing: false, exit_code: 0, sender_pid: 44, duration_ns: 0, sender_comm: BlobRef::NONE } },
             Record { ts_ns: 7, pid: 1, tid: 1, comm: [0; 16], payload: Payload::NetworkGap { gap_ns: 6_000_000_000, packets: 9, endpoints: BlobRef::NONE, ongoing: true } },
         ]
     }
@@ -582,10 +524,12 @@ mod tests {
         assert_eq!(dump.meta.function_calls, vec![3, 0]);
         assert_eq!(dump.meta.syscall_counts[0].count, 9);
         let events = dump.events();
-        assert_eq!(events[0].errno.as_deref(), Some("ENOSPC"));
-        assert_eq!(events[0].path.as_deref(), Some("/data/aof"));
-        assert_eq!(events[1].signal.as_deref(), Some("SIGKILL"));
-        assert_eq!(events[2].duration_ms, Some(6000));
+        let json: Vec<crate::event::EventJson> = events.iter().map(Into::into).collect();
+        assert_eq!(json[0].errno.as_deref(), Some("ENOSPC"));
+        assert_eq!(json[0].path.as_deref(), Some("/data/aof"));
+        assert_eq!(json[1].signal.as_deref(), Some("SIGKILL"));
+        assert_eq!(json[2].duration_ms, Some(6000));
+        assert!(matches!(&events[1].what, What::ProcessState(p) if p.state == State::Killed { core_dumped: false }));
         use std::os::unix::fs::PermissionsExt;
         assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
 

@@ -1,6 +1,6 @@
 //! Names of syscalls, errnos and signals, both ways, and the table that tells the
 //! kernel programs which argument of each syscall names its file, path or peer.
-use crate::bpf::types::{tracerd_arg_kind, tracerd_syscall_arg};
+pub use crate::abi::ArgKind;
 use crate::syscall_tables::{ERRNO_NAMES, SYSCALL_NAMES};
 
 /// Name of syscall `nr` ("syscall_NNN" when the table does not know it).
@@ -82,11 +82,8 @@ pub fn signal_number(name: &str) -> Option<u32> {
 }
 
 /// Which argument of which syscall names a path, an fd or a socket address.
-const ARG_TABLE: &[(&str, u8, u8)] = {
-    const PATH: u8 = tracerd_arg_kind::TRACERD_ARG_PATH.0 as u8;
-    const PATH_AT: u8 = tracerd_arg_kind::TRACERD_ARG_PATH_AT.0 as u8;
-    const FD: u8 = tracerd_arg_kind::TRACERD_ARG_FD.0 as u8;
-    const SOCKADDR: u8 = tracerd_arg_kind::TRACERD_ARG_SOCKADDR.0 as u8;
+const ARG_TABLE: &[(&str, ArgKind, u8)] = {
+    use ArgKind::{Fd as FD, Path as PATH, PathAt as PATH_AT, Sockaddr as SOCKADDR};
     &[
         ("open", PATH, 0), ("creat", PATH, 0), ("stat", PATH, 0), ("lstat", PATH, 0),
         ("access", PATH, 0), ("unlink", PATH, 0), ("rename", PATH, 0), ("mkdir", PATH, 0),
@@ -123,39 +120,17 @@ const ARG_TABLE: &[(&str, u8, u8)] = {
     ]
 };
 
-/// What a syscall's argument names (see `ARG_TABLE`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ArgKind {
-    Path,
-    /// dirfd in arg0, path in the given argument
-    PathAt,
-    Fd,
-    Sockaddr,
-}
-
 /// Which argument of syscall `nr` names its path, fd or address, and how.
 pub fn syscall_arg_kind(nr: u32) -> Option<(ArgKind, u8)> {
     let name = SYSCALL_NAMES.get(nr as usize)?;
     let (_, kind, index) = ARG_TABLE.iter().find(|(n, _, _)| n == name)?;
-    let kind = match tracerd_arg_kind(*kind as u32) {
-        tracerd_arg_kind::TRACERD_ARG_PATH => ArgKind::Path,
-        tracerd_arg_kind::TRACERD_ARG_PATH_AT => ArgKind::PathAt,
-        tracerd_arg_kind::TRACERD_ARG_FD => ArgKind::Fd,
-        _ => ArgKind::Sockaddr,
-    };
-    Some((kind, *index))
+    Some((*kind, *index))
 }
 
-/// The per-syscall argument table, indexed by syscall number, as loaded into the
-/// `syscall_args` map.
-pub fn syscall_arg_table() -> Vec<(u32, tracerd_syscall_arg)> {
-    ARG_TABLE
-        .iter()
-        .filter_map(|(name, kind, index)| {
-            let nr = syscall_number(name)?;
-            Some((nr, tracerd_syscall_arg { kind: *kind, index: *index, reserved: [0; 2] }))
-        })
-        .collect()
+/// The per-syscall argument table as loaded into the kernel's `syscall_args` map:
+/// (syscall number, kind, argument index).
+pub fn syscall_arg_table() -> Vec<(u32, ArgKind, u8)> {
+    ARG_TABLE.iter().filter_map(|(name, kind, index)| Some((syscall_number(name)?, *kind, *index))).collect()
 }
 
 #[cfg(test)]
