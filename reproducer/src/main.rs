@@ -6,12 +6,16 @@ use std::process::ExitCode;
 use anyhow::{bail, Result};
 use clap::{Parser, Subcommand};
 
-use reproducer::diagnose::{diagnose, BaselineRates};
-use reproducer::executor::{run, RunOptions, RunReport};
+use reproducer::analysis::diagnose::{self, diagnose, BaselineRates};
+use reproducer::analysis::profile;
+use reproducer::analysis::timeline::Timeline;
+use reproducer::model::plan::FaultPlan;
+use reproducer::model::scenario::Scenario;
+use reproducer::model::schedule::Schedule;
+use reproducer::report;
+use reproducer::search::runner::TestbedRunner;
 use reproducer::search::{Outcome, Search, SearchConfig};
-use reproducer::timeline::Timeline;
-use reproducer::scenario::Scenario;
-use reproducer::schedule::{ResolvedFault, Schedule};
+use reproducer::testbed::executor::{run, RunOptions, RunReport};
 
 #[derive(Parser)]
 #[command(name = "reproducer", version, about = "Re-inject external faults at the points where they happened")]
@@ -88,7 +92,7 @@ enum Command {
         #[arg(long = "functions-from", value_name = "PATTERN")]
         functions_from: Vec<String>,
         /// A function called less often than this (mean calls per second) is infrequent
-        #[arg(long, value_name = "CALLS_PER_S", default_value_t = reproducer::profile::DEFAULT_INFREQUENT_BELOW)]
+        #[arg(long, value_name = "CALLS_PER_S", default_value_t = profile::DEFAULT_INFREQUENT_BELOW)]
         infrequent_below: f64,
         /// The profile (JSON); the infrequent functions go next to it, extension .functions
         #[arg(long, value_name = "FILE")]
@@ -96,17 +100,16 @@ enum Command {
     },
 }
 
-fn load(scenario: &Path, schedule: Option<&Path>) -> Result<(Scenario, Vec<ResolvedFault>)> {
+fn load(scenario: &Path, schedule: Option<&Path>) -> Result<(Scenario, FaultPlan)> {
     let sc = Scenario::load(scenario)?;
-    let faults = match schedule {
+    let plan = match schedule {
         Some(path) => {
-            let text = std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("schedule {}: {e}", path.display()))?;
-            let origin = path.display().to_string();
-            Schedule::parse(&text, &origin)?.resolve(&sc, &text, &origin)?
+            let (schedule, origin) = Schedule::load(path)?;
+            FaultPlan::new(&schedule, &sc, &origin)?
         }
-        None => Vec::new(),
+        None => FaultPlan::default(),
     };
-    Ok((sc, faults))
+    Ok((sc, plan))
 }
 
 fn print_report(r: &RunReport) {
@@ -160,11 +163,10 @@ fn main_inner(cli: Cli) -> Result<bool> {
             reproduce_cmd(ReproduceArgs { scenario, traces, profile, target_rate, max_runs, out })
         }
         Command::Profile { scenario, runs, functions_from, infrequent_below, out } => {
-            use reproducer::profile;
             let sc = Scenario::load(&scenario)?;
             profile::check_output(&out)?;
             let opts = profile::ProfileOptions { runs, function_patterns: functions_from, infrequent_below_per_s: infrequent_below };
-            let (p, candidates) = profile::profile(&sc, &opts)?;
+            let (p, candidates) = reproducer::profiling::profile(&sc, &opts)?;
             let list = profile::write(&p, &out)?;
             println!("{}", profile::summary(&p, candidates));
             println!("profile: {}", out.display());
@@ -182,7 +184,7 @@ fn diagnose_cmd(traces: &[PathBuf], scenario: Option<&Path>, profile: Option<&Pa
     if json {
         println!("{}", serde_json::to_string_pretty(&d)?);
     } else {
-        print!("{}", reproducer::diagnose::render(&d, sc.as_ref()));
+        print!("{}", diagnose::render(&d, sc.as_ref()));
     }
     Ok(true)
 }
@@ -204,16 +206,17 @@ fn reproduce_cmd(a: ReproduceArgs) -> Result<bool> {
     let timeline = Timeline::load(&a.traces, Some(&sc))?;
     let baseline = a.profile.as_deref().map(|p| BaselineRates::load(p, Some(&sc))).transpose()?;
     let d = diagnose(&timeline, Some(&sc), baseline.as_ref());
-    eprint!("{}", reproducer::diagnose::render(&d, Some(&sc)));
+    eprint!("{}", diagnose::render(&d, Some(&sc)));
     std::fs::create_dir_all(&a.out).map_err(|e| anyhow::anyhow!("--out {}: {e}", a.out.display()))?;
     write_shared(&a.out.join("diagnosis.json"), &serde_json::to_vec_pretty(&d)?)?;
     let cfg = SearchConfig { target_rate: a.target_rate, max_runs: a.max_runs, out: a.out.clone() };
-    let result = Search::new(&sc, &d, &timeline.functions, cfg).run()?;
-    if let Some(text) = reproducer::report::schedule_text(&sc, &result)? {
+    let mut runner = TestbedRunner::new(&sc, &timeline.functions);
+    let result = Search::new(&sc, &d, cfg, &mut runner)?.run()?;
+    if let Some(text) = report::schedule_text(&sc, &result) {
         write_shared(&a.out.join("schedule.toml"), text.as_bytes())?;
     }
-    write_shared(&a.out.join("report.md"), reproducer::report::render(&sc, &timeline, &d, &result, &a.out).as_bytes())?;
-    write_shared(&a.out.join("result.json"), &serde_json::to_vec_pretty(&reproducer::report::summary(&d, &result))?)?;
+    write_shared(&a.out.join("report.md"), report::render(&sc, &timeline, &d, &result, &a.out).as_bytes())?;
+    write_shared(&a.out.join("result.json"), &serde_json::to_vec_pretty(&report::summary(&d, &result))?)?;
     let rate = result.confirmation.map(|c| c.summary()).unwrap_or_else(|| "never".into());
     match &result.outcome {
         Outcome::Reproduced => println!("reproduced: {rate} at level {}, {} schedules, {} runs, {:.0} s", result.level, result.schedules_tried, result.runs, result.seconds),

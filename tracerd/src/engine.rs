@@ -27,9 +27,10 @@ use crate::bpf::{TracerSkel, TracerSkelBuilder};
 use crate::config::{Config, FunctionSpec};
 use crate::procs::{exe_key, scan_targets};
 use crate::recorder::Recorder;
+use crate::skel::OwnedSkel;
 
 pub struct Engine {
-    skel: TracerSkel<'static>,
+    skel: OwnedSkel<TracerSkel<'static>>,
     uprobe_links: Vec<Link>,
     functions: Vec<FunctionSpec>,
     uprobe_attach_failed: u64,
@@ -78,9 +79,28 @@ impl Engine {
             check_function(f)?;
         }
         route_libbpf_logs();
-        // The skeleton borrows its OpenObject for as long as it lives; the engine lives as
-        // long as the process in the daemon, and the few bytes are not worth a self-referential type.
-        let storage: &'static mut MaybeUninit<OpenObject> = Box::leak(Box::new(MaybeUninit::uninit()));
+        let mut skel = OwnedSkel::new(|storage| Self::load(storage, config, &functions))?;
+        fill_static_maps(&skel, config)?;
+        skel.attach().context("attaching the BPF programs")?;
+        // Seed after attaching, so that a fork between the scan and the attach is not missed.
+        let initial_processes = if config.has_targets() { scan_targets(config) } else { Vec::new() };
+        for p in &initial_processes {
+            skel.maps.targets.update(&p.pid.to_ne_bytes(), &[1], MapFlags::ANY)?;
+        }
+        let mut engine = Engine {
+            skel,
+            uprobe_links: Vec::new(),
+            functions,
+            uprobe_attach_failed: 0,
+            unattached: Vec::new(),
+            initial_processes,
+        };
+        engine.attach_uprobes(config.tolerate_unattachable_functions)?;
+        Ok(engine)
+    }
+
+    /// Opens the BPF object in `storage`, sizes and configures it for `config`, and loads it.
+    fn load(storage: &'static mut MaybeUninit<OpenObject>, config: &Config, functions: &[FunctionSpec]) -> Result<TracerSkel<'static>> {
         let mut open = TracerSkelBuilder::default().open(storage).context("opening the BPF object")?;
         let rodata = open.maps.rodata_data.as_deref_mut().context("BPF object has no rodata")?;
         rodata.filter_targets = config.has_targets() as u32;
@@ -101,24 +121,7 @@ impl Engine {
             open.progs.function_hit.set_autoload(false);
             open.progs.function_hit_multi.set_autoload(false);
         }
-        let mut skel = open.load().context("loading the BPF programs (tracerd is tested on Linux 6.18 with BTF; RUST_LOG=libbpf=debug shows the verifier log)")?;
-        fill_static_maps(&skel, config)?;
-        skel.attach().context("attaching the BPF programs")?;
-        // Seed after attaching, so that a fork between the scan and the attach is not missed.
-        let initial_processes = if config.has_targets() { scan_targets(config) } else { Vec::new() };
-        for p in &initial_processes {
-            skel.maps.targets.update(&p.pid.to_ne_bytes(), &[1], MapFlags::ANY)?;
-        }
-        let mut engine = Engine {
-            skel,
-            uprobe_links: Vec::new(),
-            functions,
-            uprobe_attach_failed: 0,
-            unattached: Vec::new(),
-            initial_processes,
-        };
-        engine.attach_uprobes(config.tolerate_unattachable_functions)?;
-        Ok(engine)
+        open.load().context("loading the BPF programs (tracerd is tested on Linux 6.18 with BTF; RUST_LOG=libbpf=debug shows the verifier log)")
     }
 
     /// Attaches every function: one multi link per binary, else (or when that fails) one

@@ -12,6 +12,7 @@ pub mod inspect;
 pub mod procs;
 pub mod recorder;
 pub mod session;
+pub mod skel;
 
 // The format moved to tracedump; these keep `tracerd::dump::...` paths working.
 pub use tracedump::{dump, record, syscalls};

@@ -52,7 +52,7 @@ pub fn spawn(launch: &Launch<'_>) -> Result<Child> {
         .stderr(log)
         .process_group(0);
     let netns: Option<File> = match launch.netns {
-        Some(name) => Some(crate::netbed::enter_netns(name)?),
+        Some(name) => Some(super::netbed::enter_netns(name)?),
         None => None,
     };
     let seccomp = launch.seccomp.map(|(f, fd)| (f.to_vec(), fd));
@@ -71,7 +71,7 @@ pub fn spawn(launch: &Launch<'_>) -> Result<Child> {
                 map_update_raw(*fd, &pid, value)?;
             }
             if let Some((filter, channel)) = &seccomp {
-                crate::seccomp::install_in_child(filter, *channel)?;
+                super::seccomp::install_in_child(filter, *channel)?;
             }
             Ok(())
         });
@@ -86,7 +86,7 @@ pub fn run_until(argv: &[String], netns: Option<&str>, cwd: &Path, log: &Path, d
         if let Some(status) = child.try_wait()? {
             return Ok(Some(status));
         }
-        if Instant::now() >= deadline || crate::interrupt::requested() {
+        if Instant::now() >= deadline || super::interrupt::requested() {
             kill_group(child.id());
             let _ = child.wait();
             return Ok(None);

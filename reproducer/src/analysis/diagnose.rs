@@ -11,9 +11,9 @@ use serde::Serialize;
 use tracedump::event::{State, What};
 use tracedump::syscalls::signal_name;
 
-use crate::profile::normalize_path;
-use crate::scenario::Scenario;
-use crate::timeline::{TimedEvent, Timeline};
+use super::profile::normalize_path;
+use crate::model::scenario::Scenario;
+use super::timeline::{TimedEvent, Timeline};
 
 /// Burst windows over which a failure's production rate is compared with the profile.
 const BURST_WINDOW_NS: u64 = 2_000_000_000;
@@ -86,7 +86,7 @@ pub struct BaselineRates {
 impl BaselineRates {
     /// The failure rates of a `reproducer profile` file made for `scenario`.
     pub fn load(path: &std::path::Path, scenario: Option<&Scenario>) -> anyhow::Result<BaselineRates> {
-        let p = crate::profile::load(path)?;
+        let p = super::profile::load(path)?;
         if let Some(s) = scenario {
             if p.scenario != s.name {
                 anyhow::bail!("profile {} was made for scenario '{}', not '{}': profile this scenario first (reproducer profile)", path.display(), p.scenario, s.name);

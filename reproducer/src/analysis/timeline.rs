@@ -7,8 +7,8 @@ use anyhow::{bail, Result};
 use tracedump::dump::{Dump, Interface};
 use tracedump::event::{Event, What};
 
-use crate::nodemap::NodeMap;
-use crate::scenario::Scenario;
+use super::nodemap::NodeMap;
+use crate::model::scenario::Scenario;
 
 #[derive(Clone, Debug)]
 pub struct TimedEvent {

@@ -5,7 +5,7 @@ use std::process::Command;
 
 use anyhow::{bail, Context, Result};
 
-use crate::scenario::Scenario;
+use crate::model::scenario::Scenario;
 
 /// A node's place on the test network.
 #[derive(Clone, Debug)]

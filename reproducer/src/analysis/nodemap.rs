@@ -7,7 +7,7 @@ use std::path::Path;
 
 use tracedump::process::ProcInfo;
 
-use crate::scenario::Scenario;
+use crate::model::scenario::Scenario;
 
 #[derive(Clone, Debug, Default)]
 pub struct NodeMap {

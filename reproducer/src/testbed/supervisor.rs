@@ -12,9 +12,9 @@ use crossbeam_channel::Sender;
 use libbpf_rs::MapHandle;
 use tracedump::syscalls::{syscall_arg_kind, ArgKind};
 
-use crate::injector::{advance_past, boottime_ns, read_state};
-use crate::schedule::{FaultKind, ResolvedFault};
-use crate::seccomp::{fd_path, read_string, Listener, Notification};
+use super::injector::{advance_past, boottime_ns, read_state};
+use super::seccomp::{fd_path, read_string, Listener, Notification};
+use crate::model::plan::{FaultPlan, Planned};
 
 /// A syscall fault the supervisor injected.
 #[derive(Clone, Debug)]
@@ -27,7 +27,7 @@ pub struct SyscallFired {
 
 /// What all supervisor threads of a run share.
 pub struct Shared {
-    pub faults: Vec<ResolvedFault>,
+    pub plan: FaultPlan,
     /// `path` globs with placeholders expanded
     pub patterns: Vec<Option<glob::Pattern>>,
     pub state: MapHandle,
@@ -64,11 +64,9 @@ fn call_path(n: &Notification) -> Option<String> {
 /// Decides one notification: Some(errno) to fail it.
 fn decide(shared: &Shared, node: usize, n: &Notification) -> Option<(usize, i32, Option<String>)> {
     let (index, seen) = read_state(&shared.state).ok()?;
-    let rf = shared.faults.get(index)?;
-    if rf.fault.kind != FaultKind::Syscall || rf.node_index != node || rf.syscall_nr != Some(n.nr) {
-        return None;
-    }
-    if seen as usize != rf.fault.after_functions.len() {
+    let f = shared.plan.faults.get(index)?;
+    let Planned::Syscall { nr, errno, nth, .. } = f.action else { return None };
+    if f.node != node || nr != n.nr || seen as usize != f.context().after_functions.len() {
         return None;
     }
     let path = call_path(n);
@@ -79,10 +77,10 @@ fn decide(shared: &Shared, node: usize, n: &Notification) -> Option<(usize, i32,
     }
     let mut counts = shared.counts.lock().unwrap_or_else(|e| e.into_inner());
     counts[index] += 1;
-    if counts[index] != rf.fault.nth {
+    if counts[index] != nth {
         return None;
     }
-    Some((index, rf.errno.unwrap_or(libc::EIO as i64) as i32, path))
+    Some((index, errno, path))
 }
 
 fn serve(shared: &Shared, node: usize, listener: &Listener) {
@@ -114,7 +112,7 @@ fn serve(shared: &Shared, node: usize, listener: &Listener) {
 /// until stopped or until every process under it is gone. Started before the node: the
 /// node's very first notified call (even its execve) must find someone answering.
 pub fn spawn(shared: Arc<Shared>, node: usize, channel: std::os::unix::net::UnixStream) -> std::io::Result<JoinHandle<()>> {
-    std::thread::Builder::new().name(format!("seccomp-{node}")).spawn(move || match crate::seccomp::receive_listener(&channel) {
+    std::thread::Builder::new().name(format!("seccomp-{node}")).spawn(move || match super::seccomp::receive_listener(&channel) {
         Ok(listener) => serve(&shared, node, &listener),
         Err(e) => log::warn!("node {node}: no seccomp listener arrived: {e}"),
     })

@@ -14,7 +14,8 @@ use crossbeam_channel::{unbounded, Receiver};
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{Link, MapCore, MapFlags, MapHandle, OpenObject, RingBuffer, RingBufferBuilder, TcHook, TcHookBuilder, UprobeOpts, TC_INGRESS};
 
-use crate::schedule::{Direction, FaultKind, ResolvedFault};
+use crate::model::plan::{FaultPlan, Planned, PlannedFault};
+use crate::model::schedule::Direction;
 
 mod bpf {
     #![allow(clippy::all, non_camel_case_types, non_upper_case_globals, dead_code)]
@@ -22,6 +23,7 @@ mod bpf {
 }
 use bpf::types::{inj_direction, inj_event, inj_event_kind, inj_fault, inj_kind, inj_partition};
 use tracedump::abi::{bytes_of, read_struct, Plain};
+use tracerd::skel::OwnedSkel;
 
 // SAFETY (all three): generated from injector.h, #[repr(C)], integers and arrays of them,
 // no implicit padding (the header keeps explicit `reserved` fields).
@@ -62,7 +64,7 @@ pub struct Injector {
     // the ring buffer goes first: it must be dropped before the maps it reads
     ring: RingBuffer<'static>,
     events: Receiver<InjEvent>,
-    skel: bpf::InjectorSkel<'static>,
+    skel: OwnedSkel<bpf::InjectorSkel<'static>>,
     _uprobes: Vec<Link>,
     tc_hooks: Vec<TcHook>,
     pub probes: Vec<ProbeSite>,
@@ -76,12 +78,12 @@ fn ipv4(addr: &str) -> Result<u32> {
     Ok(u32::from_ne_bytes(ip.octets()))
 }
 
-fn kind_code(kind: FaultKind) -> u32 {
-    let code = match kind {
-        FaultKind::Syscall => inj_kind::INJ_SYSCALL,
-        FaultKind::Crash => inj_kind::INJ_CRASH,
-        FaultKind::Pause => inj_kind::INJ_PAUSE,
-        FaultKind::Partition => inj_kind::INJ_PARTITION,
+fn kind_code(action: &Planned) -> u32 {
+    let code = match action {
+        Planned::Syscall { .. } => inj_kind::INJ_SYSCALL,
+        Planned::Crash { .. } => inj_kind::INJ_CRASH,
+        Planned::Pause { .. } => inj_kind::INJ_PAUSE,
+        Planned::Partition { .. } => inj_kind::INJ_PARTITION,
     };
     code.0
 }
@@ -102,16 +104,19 @@ fn probe_site(function: &str, node: &NodeInfo, offset: u64) -> ProbeSite {
 }
 
 impl Injector {
-    pub fn start(faults: &[ResolvedFault], nodes: &[NodeInfo]) -> Result<Injector> {
-        let storage: &'static mut MaybeUninit<OpenObject> = Box::leak(Box::new(MaybeUninit::uninit()));
-        let mut open = bpf::InjectorSkelBuilder::default().open(storage).context("opening the injector")?;
-        let max_faults = open.maps.faults.max_entries() as usize;
-        if faults.len() > max_faults {
-            bail!("a schedule holds at most {max_faults} faults");
-        }
-        let max_partitions = open.maps.partitions.max_entries();
-        open.maps.rodata_data.as_deref_mut().context("injector has no rodata")?.nfaults = faults.len() as u32;
-        let skel = open.load().context("loading the injector's BPF programs")?;
+    pub fn start(plan: &FaultPlan, nodes: &[NodeInfo]) -> Result<Injector> {
+        let faults = &plan.faults;
+        let mut max_partitions = 0;
+        let skel = OwnedSkel::new(|storage: &'static mut MaybeUninit<OpenObject>| -> Result<_> {
+            let mut open = bpf::InjectorSkelBuilder::default().open(storage).context("opening the injector")?;
+            let max_faults = open.maps.faults.max_entries() as usize;
+            if faults.len() > max_faults {
+                bail!("a schedule holds at most {max_faults} faults");
+            }
+            max_partitions = open.maps.partitions.max_entries();
+            open.maps.rodata_data.as_deref_mut().context("injector has no rodata")?.nfaults = faults.len() as u32;
+            open.load().context("loading the injector's BPF programs")
+        })?;
         let (tx, events) = unbounded();
         let mut builder = RingBufferBuilder::new();
         builder.add(&skel.maps.events, move |data: &[u8]| {
@@ -123,7 +128,7 @@ impl Injector {
         })?;
         let ring = builder.build()?;
         let mut inj = Injector { ring, events, skel, _uprobes: Vec::new(), tc_hooks: Vec::new(), probes: Vec::new(), nfaults: faults.len(), max_partitions };
-        inj.load_schedule(faults, nodes)?;
+        inj.load_plan(faults, nodes)?;
         inj.skel.attach().context("attaching the injector's process hooks")?;
         inj.attach_probes()?;
         inj.attach_partition_filters(faults, nodes)?;
@@ -140,26 +145,32 @@ impl Injector {
         }
     }
 
-    fn load_schedule(&mut self, faults: &[ResolvedFault], nodes: &[NodeInfo]) -> Result<()> {
+    fn load_plan(&mut self, faults: &[PlannedFault], nodes: &[NodeInfo]) -> Result<()> {
         let mut next_slot = 0u32;
-        for (i, rf) in faults.iter().enumerate() {
-            let f = &rf.fault;
-            if f.after_functions.len() > MAX_FUNCS {
+        for (i, f) in faults.iter().enumerate() {
+            let context = f.context();
+            if context.after_functions.len() > MAX_FUNCS {
                 bail!("fault {}: at most {MAX_FUNCS} after_functions", i + 1);
             }
-            let mut v = inj_fault { kind: kind_code(f.kind), node: rf.node_index as u32, signal: rf.signal, nfuncs: f.after_functions.len() as u32, ..Default::default() };
-            let node = &nodes[rf.node_index];
-            for (j, func) in f.after_functions.iter().enumerate() {
-                let offset = if j + 1 == f.after_functions.len() { f.offset.unwrap_or(0) } else { 0 };
+            let mut v = inj_fault {
+                kind: kind_code(&f.action),
+                node: f.node as u32,
+                signal: f.signal().unwrap_or(0),
+                nfuncs: context.after_functions.len() as u32,
+                ..Default::default()
+            };
+            let node = &nodes[f.node];
+            for (j, func) in context.after_functions.iter().enumerate() {
+                let offset = if j + 1 == context.after_functions.len() { context.offset.unwrap_or(0) } else { 0 };
                 v.probes[j] = self.probe_id(probe_site(func, node, offset));
             }
-            if f.kind == FaultKind::Partition {
+            if let Planned::Partition { peers, direction, duration } = &f.action {
                 if next_slot >= self.max_partitions {
                     bail!("a schedule holds at most {} partitions", self.max_partitions);
                 }
                 v.partition = next_slot;
-                v.duration_ns = f.duration_ms.unwrap_or(0) * 1_000_000;
-                self.write_partition(next_slot, rf, nodes)?;
+                v.duration_ns = duration.as_nanos() as u64;
+                self.write_partition(next_slot, f.node, peers, *direction, nodes)?;
                 next_slot += 1;
             }
             self.skel.maps.faults.update(&(i as u32).to_ne_bytes(), bytes_of(&v), MapFlags::ANY)?;
@@ -167,19 +178,19 @@ impl Injector {
         Ok(())
     }
 
-    fn write_partition(&self, slot: u32, rf: &ResolvedFault, nodes: &[NodeInfo]) -> Result<()> {
+    fn write_partition(&self, slot: u32, node: usize, peers: &[usize], direction: Direction, nodes: &[NodeInfo]) -> Result<()> {
         let addr = |i: usize| ipv4(nodes[i].address.as_deref().unwrap_or_default());
-        let mut p = inj_partition { node_addr: addr(rf.node_index)?, npeers: rf.peer_indexes.len() as u32, ..Default::default() };
-        let direction = match rf.fault.direction.unwrap_or_default() {
+        let mut p = inj_partition { node_addr: addr(node)?, npeers: peers.len() as u32, ..Default::default() };
+        let direction = match direction {
             Direction::Both => inj_direction::INJ_BOTH,
             Direction::Out => inj_direction::INJ_OUT,
             Direction::In => inj_direction::INJ_IN,
         };
         p.direction = direction.0;
-        if rf.peer_indexes.len() > MAX_PEERS {
+        if peers.len() > MAX_PEERS {
             bail!("a partition names at most {MAX_PEERS} peers");
         }
-        for (k, &peer) in rf.peer_indexes.iter().enumerate() {
+        for (k, &peer) in peers.iter().enumerate() {
             p.peers[k] = addr(peer)?;
         }
         self.skel.maps.partitions.update(&slot.to_ne_bytes(), bytes_of(&p), MapFlags::ANY)?;
@@ -200,8 +211,8 @@ impl Injector {
         Ok(())
     }
 
-    fn attach_partition_filters(&mut self, faults: &[ResolvedFault], nodes: &[NodeInfo]) -> Result<()> {
-        if !faults.iter().any(|f| f.fault.kind == FaultKind::Partition) {
+    fn attach_partition_filters(&mut self, faults: &[PlannedFault], nodes: &[NodeInfo]) -> Result<()> {
+        if !faults.iter().any(|f| matches!(f.action, Planned::Partition { .. })) {
             return Ok(());
         }
         for node in nodes {

@@ -1,7 +1,7 @@
-//! `reproducer profile`: what a scenario's system does when nothing goes wrong (ROSE §4.2,
-//! "Profiling"). Runs the workload fault-free K times under tracing that counts every
-//! syscall per process and every call of every candidate function (function events off,
-//! so a hot function cannot flood the trace), and writes `profile.json`:
+//! The profile: what a scenario's system does when nothing goes wrong (ROSE §4.2,
+//! "Profiling"), aggregated from the traces of K fault-free runs (crate::profiling makes
+//! them: every syscall counted per process, every call of every candidate function counted,
+//! no function events), and written as `profile.json`:
 //!
 //! - the syscall failures that happen anyway (benign failure signatures: node, syscall,
 //!   errno, normalized path), with their counts per run and per second,
@@ -16,14 +16,14 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{anyhow, bail, Result};
 use serde::{Deserialize, Serialize};
 use tracedump::event::What;
 
-use crate::binary;
-use crate::executor::{self, RunOptions, RunReport};
-use crate::nodemap::NodeMap;
-use crate::scenario::{Node, Scenario};
+use super::binary;
+use super::nodemap::NodeMap;
+use crate::model::resolve_binary;
+use crate::model::scenario::{Node, Scenario};
 
 /// `format` of every profile file.
 pub const FORMAT: &str = "reproducer-profile";
@@ -223,7 +223,7 @@ fn node_binary(node: &Node) -> Result<(PathBuf, PathBuf)> {
     if program.contains('{') {
         bail!("node {}: its program {program} has a placeholder; a profile needs the program's path before any run", node.name);
     }
-    let resolved = executor::resolve_binary(program);
+    let resolved = resolve_binary(program);
     let not_found = |e: std::io::Error| anyhow!("node {}: program {program} ({}): {e}", node.name, resolved.display());
     let dir = match resolved.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
@@ -282,14 +282,14 @@ pub fn candidate_functions(scenario: &Scenario, patterns: &[String]) -> Result<V
     Ok(out)
 }
 
-/// One run's trace, mapped to nodes.
-fn run_data(scenario: &Scenario, report: &RunReport) -> Result<RunData> {
-    let trace = report.trace.as_ref().context("the run kept no trace")?;
+/// One run's trace, mapped to nodes; `launched` are the (node, pid) pairs the run started,
+/// `duration_ms` the span the trace's counts cover.
+pub fn run_data(scenario: &Scenario, trace: &Path, launched: &[(String, u32)], duration_ms: u64) -> Result<RunData> {
     let dump = tracedump::dump::Dump::read(trace)?;
     let launched: Vec<(usize, u32)> =
-        report.launched.iter().filter_map(|(name, pid)| Some((scenario.node_index(name)?, *pid))).collect();
+        launched.iter().filter_map(|(name, pid)| Some((scenario.node_index(name)?, *pid))).collect();
     let map = NodeMap::build(scenario, &dump.meta.processes, &launched);
-    let mut data = RunData { seconds: report.duration_ms as f64 / 1000.0, ..Default::default() };
+    let mut data = RunData { seconds: duration_ms as f64 / 1000.0, ..Default::default() };
     let node_name = |pid: u32| map.node(pid).map(|i| scenario.nodes[i].name.clone());
     for e in dump.events() {
         let What::SyscallFailure(f) = e.what else { continue };
@@ -427,44 +427,6 @@ pub fn aggregate(scenario: &Scenario, candidates: &[Candidate], runs: &[RunData]
         unmapped_syscalls: runs.iter().map(|r| r.unmapped_syscalls).sum(),
         functions_not_attached,
     }
-}
-
-/// Runs the scenario fault-free `opts.runs` times and profiles it. Refuses when the
-/// oracle fires in a fault-free run.
-pub fn profile(scenario: &Scenario, opts: &ProfileOptions) -> Result<(Profile, usize)> {
-    if opts.runs == 0 {
-        bail!("--runs must be at least 1");
-    }
-    if !opts.infrequent_below_per_s.is_finite() || opts.infrequent_below_per_s < 0.0 {
-        bail!("--infrequent-below must be a number of calls per second, 0 or more");
-    }
-    let candidates = candidate_functions(scenario, &opts.function_patterns)?;
-    let base = tempfile::Builder::new().prefix("reproducer-profile-").tempdir().context("profile scratch directory")?;
-    let run_opts = RunOptions {
-        keep: true,
-        base_dir: Some(base.path().to_path_buf()),
-        trace_functions: candidates.iter().map(|c| (c.node_index, format!("{}:{}", c.binary, c.symbol))).collect(),
-        profiling: true,
-    };
-    let mut runs = Vec::new();
-    for i in 1..=opts.runs {
-        let report = executor::run(scenario, &[], &run_opts)?;
-        if report.bug {
-            bail!(
-                "oracle fired in fault-free run {i} of {}: the oracle must be false without faults, or the profile would count the bug's symptoms as normal (oracle: {})",
-                opts.runs,
-                scenario.oracle.command.join(" ")
-            );
-        }
-        if report.timed_out {
-            eprintln!("reproducer: warning: fault-free run {i} hit run_timeout_s; its workload was stopped");
-        }
-        let data = run_data(scenario, &report)?;
-        println!("profile run {i}/{}: {:.2} s, {} failed syscalls", opts.runs, data.seconds, data.failures.values().sum::<u64>());
-        let _ = std::fs::remove_dir_all(&report.workdir);
-        runs.push(data);
-    }
-    Ok((aggregate(scenario, &candidates, &runs, opts.infrequent_below_per_s), candidates.len()))
 }
 
 /// The `.functions` file: the infrequent functions, one BINARY:SYMBOL line each.

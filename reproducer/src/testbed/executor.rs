@@ -1,7 +1,8 @@
-//! One run of a scenario with a schedule: network, tracing session, injector, nodes (with
+//! One run of a scenario with a fault plan: network, tracing session, injector, nodes (with
 //! their seccomp supervisors), workload and oracle, then a teardown that leaves nothing
-//! behind. Faults without a context are injected from here as soon as they become current
-//! (and their node is up); faults with one are injected by the probes.
+//! behind. Each mechanism gets the same plan. Faults without a context are injected from
+//! here as soon as they become current (and their node is up); faults with one are injected
+//! by the probes.
 use std::collections::BTreeSet;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
@@ -13,12 +14,13 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
 
-use crate::injector::{boottime_ns, probe_names, InjEvent, Injector, NodeInfo};
-use crate::netbed::Netbed;
-use crate::nodes::{self, Launch};
-use crate::scenario::{Placeholders, Scenario};
-use crate::schedule::{FaultKind, ResolvedFault};
-use crate::supervisor::{self, Shared, SyscallFired};
+use super::injector::{boottime_ns, probe_names, InjEvent, Injector, NodeInfo};
+use super::netbed::Netbed;
+use super::nodes::{self, Launch};
+use super::supervisor::{self, Shared, SyscallFired};
+use crate::model::plan::{FaultPlan, Planned};
+use crate::model::resolve_binary;
+use crate::model::scenario::{Placeholders, Scenario};
 
 #[derive(Clone, Debug, Default)]
 pub struct RunOptions {
@@ -75,7 +77,7 @@ struct NodeProc {
 
 struct Run<'a> {
     scenario: &'a Scenario,
-    faults: &'a [ResolvedFault],
+    plan: &'a FaultPlan,
     workdir: PathBuf,
     vars: Placeholders,
     netbed: Netbed,
@@ -92,27 +94,16 @@ struct Run<'a> {
     resumes: Vec<(Instant, u32)>,
 }
 
-/// The program a command's first word runs: itself when it holds a '/', else the first
-/// match on PATH (unchanged when there is none).
-pub fn resolve_binary(cmd: &str) -> PathBuf {
-    if cmd.contains('/') {
-        return PathBuf::from(cmd);
-    }
-    std::env::var_os("PATH")
-        .and_then(|paths| std::env::split_paths(&paths).map(|d| d.join(cmd)).find(|p| p.is_file()))
-        .unwrap_or_else(|| PathBuf::from(cmd))
-}
-
 fn function_spec(func: &str, node: &NodeInfo) -> String {
     if func.contains(':') { func.to_string() } else { format!("{}:{func}", node.binary.display()) }
 }
 
-fn trace_config(faults: &[ResolvedFault], infos: &[NodeInfo], opts: &RunOptions) -> tracerd::config::Config {
+fn trace_config(plan: &FaultPlan, infos: &[NodeInfo], opts: &RunOptions) -> tracerd::config::Config {
     let extra = &opts.trace_functions;
     let mut functions = BTreeSet::new();
-    for f in faults {
-        for func in &f.fault.after_functions {
-            functions.insert(function_spec(func, &infos[f.node_index]));
+    for f in &plan.faults {
+        for func in &f.context().after_functions {
+            functions.insert(function_spec(func, &infos[f.node]));
         }
     }
     for (node, func) in extra {
@@ -153,15 +144,15 @@ fn check_programs(scenario: &Scenario) -> Result<()> {
     Ok(())
 }
 
-/// Runs `scenario` once with `faults`; returns what happened.
-pub fn run(scenario: &Scenario, faults: &[ResolvedFault], opts: &RunOptions) -> Result<RunReport> {
+/// Runs `scenario` once with `plan`; returns what happened.
+pub fn run(scenario: &Scenario, plan: &FaultPlan, opts: &RunOptions) -> Result<RunReport> {
     check_programs(scenario)?;
-    crate::interrupt::install()?;
+    super::interrupt::install()?;
     nodes::become_subreaper();
     let base = opts.base_dir.clone().unwrap_or_else(std::env::temp_dir);
     std::fs::create_dir_all(&base).with_context(|| format!("run directory {}", base.display()))?;
     let workdir = tempfile::Builder::new().prefix("reproducer-run-").tempdir_in(&base)?.keep();
-    let result = run_in(scenario, faults, &workdir, opts);
+    let result = run_in(scenario, plan, &workdir, opts);
     let swept = nodes::sweep(Duration::from_secs(10));
     let mut report = result?;
     swept?;
@@ -186,7 +177,7 @@ fn oracle_verdict(status: Option<std::process::ExitStatus>, log: &Path) -> Resul
     }
 }
 
-fn run_in(scenario: &Scenario, faults: &[ResolvedFault], workdir: &Path, opts: &RunOptions) -> Result<RunReport> {
+fn run_in(scenario: &Scenario, plan: &FaultPlan, workdir: &Path, opts: &RunOptions) -> Result<RunReport> {
     static RUN_SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let run_id = (std::process::id() % 10000) * 10 + RUN_SEQ.fetch_add(1, Ordering::Relaxed) % 10;
     let netbed = Netbed::create(scenario, run_id)?;
@@ -201,31 +192,37 @@ fn run_in(scenario: &Scenario, faults: &[ResolvedFault], workdir: &Path, opts: &
         let net = netbed.of(&n.name);
         infos.push(NodeInfo { binary, address: n.address.clone(), host_veth: net.map(|x| x.host_veth.clone()) });
     }
-    let session = tracerd::session::TraceSession::start(trace_config(faults, &infos, opts)).context("starting the run's tracing")?;
-    let injector = Injector::start(faults, &infos)?;
+    let session = tracerd::session::TraceSession::start(trace_config(plan, &infos, opts)).context("starting the run's tracing")?;
+    let injector = Injector::start(plan, &infos)?;
     let (fired_tx, fired_rx) = crossbeam_channel::unbounded();
-    let patterns = faults
-        .iter()
-        .map(|f| f.fault.path.as_ref().map(|p| vars.expand(p).map(|s| glob::Pattern::new(&s))).transpose())
-        .collect::<Result<Vec<_>>>()?
-        .into_iter()
-        .map(|p| p.transpose())
-        .collect::<std::result::Result<Vec<_>, _>>()
-        .context("a fault's path glob")?;
+    let mut patterns = Vec::new();
+    for f in &plan.faults {
+        let glob = match &f.action {
+            Planned::Syscall { path: Some(p), .. } => Some(glob::Pattern::new(&vars.expand(p)?).context("a fault's path glob")?),
+            _ => None,
+        };
+        patterns.push(glob);
+    }
     let shared = Arc::new(Shared {
-        faults: faults.to_vec(),
+        plan: plan.clone(),
         patterns,
         state: injector.state_handle()?,
-        counts: Mutex::new(vec![0; faults.len()]),
+        counts: Mutex::new(vec![0; plan.len()]),
         fired: fired_tx,
         stop: Default::default(),
     });
     let notify_syscalls = (0..scenario.nodes.len())
-        .map(|i| faults.iter().filter(|f| f.node_index == i).filter_map(|f| f.syscall_nr).collect::<BTreeSet<_>>().into_iter().collect())
+        .map(|i| {
+            let nrs = plan.faults.iter().filter(|f| f.node == i).filter_map(|f| match f.action {
+                Planned::Syscall { nr, .. } => Some(nr),
+                _ => None,
+            });
+            nrs.collect::<BTreeSet<_>>().into_iter().collect()
+        })
         .collect();
-    let report = RunReport { bug: false, timed_out: false, fired: Vec::new(), faults: faults.len(), context: Vec::new(), workdir: workdir.to_path_buf(), trace: None, kept: false, launched: Vec::new(), matched: Vec::new(), duration_ms: 0 };
+    let report = RunReport { bug: false, timed_out: false, fired: Vec::new(), faults: plan.len(), context: Vec::new(), workdir: workdir.to_path_buf(), trace: None, kept: false, launched: Vec::new(), matched: Vec::new(), duration_ms: 0 };
     let mut run = Run {
-        scenario, faults, workdir: workdir.to_path_buf(), vars, netbed, injector, session, shared, fired_rx,
+        scenario, plan, workdir: workdir.to_path_buf(), vars, netbed, injector, session, shared, fired_rx,
         supervisors: Vec::new(), procs: Vec::new(), notify_syscalls, started: Instant::now(), started_boot_ns: boottime_ns(), report, resumes: Vec::new(),
     };
     let outcome = run.drive();
@@ -248,7 +245,7 @@ impl Run<'_> {
         let argv = self.vars.expand_all(&node.command)?;
         let netns = self.netbed.of(&node.name).map(|n| n.netns.clone());
         let syscalls = &self.notify_syscalls[i];
-        let filter = (!syscalls.is_empty()).then(|| crate::seccomp::notify_filter(syscalls));
+        let filter = (!syscalls.is_empty()).then(|| super::seccomp::notify_filter(syscalls));
         let (parent_end, child_end) = UnixStream::pair()?;
         let log = self.log_of(&node.name);
         let launch = Launch {
@@ -287,7 +284,7 @@ impl Run<'_> {
         let log = self.workdir.join(format!("{}.ready.log", node.name));
         let give_up = Instant::now() + Duration::from_secs(self.scenario.run_timeout_s.min(60));
         while Instant::now() < give_up {
-            if crate::interrupt::requested() {
+            if super::interrupt::requested() {
                 bail!("interrupted");
             }
             if let Some(status) = self.procs[i].child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
@@ -304,19 +301,18 @@ impl Run<'_> {
     }
 
     fn record(&mut self, fault: usize, pid: u32, tid: u32, ts_ns: u64, detail: String) {
-        let rf = &self.faults[fault];
+        let f = &self.plan.faults[fault];
         self.report.fired.push(Fired {
             fault: fault + 1,
-            kind: format!("{:?}", rf.fault.kind).to_lowercase(),
-            node: rf.fault.node.clone(),
+            kind: f.kind().name().to_string(),
+            node: f.fault.node.clone(),
             at_ms: ts_ns.saturating_sub(self.started_boot_ns) / 1_000_000,
             pid,
             tid,
             detail,
         });
-        if rf.fault.kind == FaultKind::Pause {
-            let d = Duration::from_millis(rf.fault.duration_ms.unwrap_or(0));
-            self.resumes.push((Instant::now() + d, pid));
+        if let Planned::Pause { duration, .. } = f.action {
+            self.resumes.push((Instant::now() + duration, pid));
         }
     }
 
@@ -338,20 +334,21 @@ impl Run<'_> {
     /// Injects the current fault from here when it has no context and its node is up.
     fn fire_contextless(&mut self) -> Result<()> {
         let (index, _) = self.injector.state()?;
-        let Some(rf) = self.faults.get(index) else { return Ok(()) };
-        if !rf.fault.after_functions.is_empty() || rf.fault.kind == FaultKind::Syscall {
+        let Some(f) = self.plan.faults.get(index) else { return Ok(()) };
+        if !f.context().after_functions.is_empty() {
             return Ok(());
         }
-        let proc = &self.procs[rf.node_index];
+        let proc = &self.procs[f.node];
         if !proc.ready || proc.child.is_none() {
             return Ok(());
         }
         let pid = proc.pid;
-        match rf.fault.kind {
-            FaultKind::Partition => self.injector.activate_partition(index, Duration::from_millis(rf.fault.duration_ms.unwrap_or(0)))?,
-            _ => {
+        match f.action {
+            Planned::Syscall { .. } => return Ok(()),
+            Planned::Partition { duration, .. } => self.injector.activate_partition(index, duration)?,
+            Planned::Crash { signal } | Planned::Pause { signal, .. } => {
                 // SAFETY: kill(2) of a node process we started.
-                unsafe { libc::kill(pid as i32, rf.signal as i32) };
+                unsafe { libc::kill(pid as i32, signal as i32) };
             }
         }
         self.injector.advance_past(index)?;
@@ -397,13 +394,13 @@ impl Run<'_> {
         let mut workload = nodes::spawn(&Launch { argv: &argv, log: &self.log_of("workload"), netns: None, cwd: &self.workdir, seccomp: None, register: &[] })?;
         self.started = Instant::now();
         loop {
-            if crate::interrupt::requested() {
+            if super::interrupt::requested() {
                 nodes::kill_group(workload.id());
                 let _ = workload.wait();
                 bail!("interrupted");
             }
             let events = match self.injector.poll(Duration::from_millis(10)) {
-                Err(e) if crate::interrupt::requested() => bail!("interrupted ({e})"),
+                Err(e) if super::interrupt::requested() => bail!("interrupted ({e})"),
                 other => other?,
             };
             self.handle_probe_events(events);

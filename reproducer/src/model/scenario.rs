@@ -7,7 +7,7 @@ use std::path::Path;
 use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
 
-use crate::toml_error::{line_of_key, toml_error};
+use super::toml_error::{line_of_key, toml_error};
 
 fn default_timeout() -> u64 {
     60

@@ -1,0 +1,88 @@
+//! What the search experiments on, behind one small trait: run a fault plan once and say
+//! what happened. [`TestbedRunner`] runs it for real (testbed run, trace read back and
+//! mapped to nodes); the unit tests answer with a fake system.
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use tracedump::event::What;
+
+use crate::analysis::binary::{self, Site};
+use crate::analysis::nodemap::NodeMap;
+use crate::model::local_spec;
+use crate::model::plan::FaultPlan;
+use crate::model::scenario::Scenario;
+use crate::testbed::executor::{self, RunOptions, RunReport};
+
+/// What one run tells the search.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Feedback {
+    /// the oracle fired
+    pub bug: bool,
+    /// per fault of the plan: it was injected
+    pub fired: Vec<bool>,
+    /// per fault: matching calls seen while it was current (syscall faults)
+    pub matched: Vec<u32>,
+    /// per node: the function symbols it entered, in order
+    pub functions: Vec<Vec<String>>,
+}
+
+pub trait Runner {
+    /// Runs the scenario once with `plan`, keeping the run's files under `dir`.
+    fn run(&mut self, plan: &FaultPlan, dir: &Path) -> Result<Feedback>;
+
+    /// Where inside `symbol` of `binary` a process fault can be placed (level 3).
+    fn injection_sites(&self, binary: &Path, symbol: &str) -> Result<Vec<Site>> {
+        binary::injection_sites(binary, symbol)
+    }
+}
+
+/// Runs plans on the local testbed, tracing the functions production traced.
+pub struct TestbedRunner<'a> {
+    scenario: &'a Scenario,
+    trace_functions: Vec<(usize, String)>,
+}
+
+impl<'a> TestbedRunner<'a> {
+    /// `production_functions`: BINARY:SYMBOL per node, as production traced them.
+    pub fn new(scenario: &'a Scenario, production_functions: &[(Option<usize>, String)]) -> Self {
+        let mut trace_functions = Vec::new();
+        for (node, spec) in production_functions {
+            let Some(n) = *node else { continue };
+            let f = (n, local_spec(scenario, n, spec));
+            if !trace_functions.contains(&f) {
+                trace_functions.push(f);
+            }
+        }
+        TestbedRunner { scenario, trace_functions }
+    }
+
+    fn feedback(&self, r: &RunReport) -> Result<Feedback> {
+        let fired = (0..r.faults).map(|i| r.fired.iter().any(|f| f.fault == i + 1)).collect();
+        let mut functions = vec![Vec::new(); self.scenario.nodes.len()];
+        if let Some(trace) = &r.trace {
+            let dump = tracedump::dump::Dump::read(trace).with_context(|| format!("trace of run {}", r.workdir.display()))?;
+            let launched: Vec<(usize, u32)> =
+                r.launched.iter().filter_map(|(n, pid)| Some((self.scenario.node_index(n)?, *pid))).collect();
+            let map = NodeMap::build(self.scenario, &dump.meta.processes, &launched);
+            for e in dump.events() {
+                if let (Some(n), What::Function(hit)) = (map.node(e.pid), e.what) {
+                    functions[n].extend(hit.function);
+                }
+            }
+        }
+        Ok(Feedback { bug: r.bug, fired, matched: r.matched.clone(), functions })
+    }
+}
+
+impl Runner for TestbedRunner<'_> {
+    fn run(&mut self, plan: &FaultPlan, dir: &Path) -> Result<Feedback> {
+        let opts = RunOptions {
+            keep: true,
+            base_dir: Some(PathBuf::from(dir)),
+            trace_functions: self.trace_functions.clone(),
+            ..Default::default()
+        };
+        let report = executor::run(self.scenario, plan, &opts)?;
+        self.feedback(&report)
+    }
+}

@@ -1,0 +1,11 @@
+//! The local test bed one run happens on: node processes and their network namespaces, the
+//! tracing session, and the mechanisms that carry out a fault plan — the injector's BPF
+//! probes and partition filter, the seccomp supervisors of syscall faults, and the executor
+//! that drives a run and tears everything down.
+pub mod executor;
+pub mod injector;
+pub mod interrupt;
+pub mod netbed;
+pub mod nodes;
+pub mod seccomp;
+pub mod supervisor;
