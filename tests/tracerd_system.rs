@@ -179,7 +179,27 @@ fn functions_of_one_binary_share_a_link_and_are_counted_and_recorded() {
     let hits = events_of(&events, "function", pid);
     assert_eq!(hits.iter().filter(|e| e["function"] == "tracerd_test_marker").count(), 5);
     assert_eq!(hits.iter().filter(|e| e["function"] == "tracerd_test_other").count(), 1);
-    assert_eq!(perf_event_fds, 0, "one uprobe-multi link for both functions, not a perf event per uprobe");
+    if tracerd::kernel::uprobe_multi_links() {
+        assert_eq!(perf_event_fds, 0, "one uprobe-multi link for both functions, not a perf event per uprobe");
+    } else {
+        assert_eq!(perf_event_fds, 2, "no uprobe-multi links on this kernel: one uprobe per function");
+    }
+}
+
+/// The probe agrees with the kernel's version (uprobe-multi links came with Linux 6.6), and
+/// the daemon says which paths it chose.
+#[test]
+fn kernel_probes_choose_the_paths_before_loading() {
+    require_root();
+    let release = tracerd::kernel::release();
+    let mut numbers = release.split(|c: char| !c.is_ascii_digit()).filter_map(|p| p.parse::<u32>().ok());
+    let version = (numbers.next().unwrap_or(0), numbers.next().unwrap_or(0));
+    assert_eq!(tracerd::kernel::uprobe_multi_links(), version >= (6, 6), "uprobe-multi probe on {release}");
+    let d = Daemon::start(&["--target-comm", "eg_no_such"]);
+    let log = d.log_text();
+    assert!(log.contains(&tracerd::kernel::summary()), "the daemon logs the chosen paths: {log}");
+    let printed = run_ok(Command::new(tracerd_bin()).arg("kernel"));
+    assert_eq!(printed.trim(), tracerd::kernel::summary());
 }
 
 #[test]

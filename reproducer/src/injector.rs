@@ -92,7 +92,8 @@ impl Injector {
         let storage: &'static mut MaybeUninit<OpenObject> = Box::leak(Box::new(MaybeUninit::uninit()));
         let mut open = bpf::InjectorSkelBuilder::default().open(storage).context("opening the injector")?;
         open.maps.rodata_data.as_deref_mut().context("injector has no rodata")?.nfaults = faults.len() as u32;
-        let skel = open.load().context("loading the injector's BPF programs")?;
+        let sections = tracerd::kernel::sections(open.open_object());
+        let skel = tracerd::kernel::diagnose("loading the injector's BPF programs", &sections, || open.load())?;
         let (tx, events) = unbounded();
         let mut builder = RingBufferBuilder::new();
         builder.add(&skel.maps.events, move |data: &[u8]| {
@@ -106,7 +107,7 @@ impl Injector {
         let ring = builder.build()?;
         let mut inj = Injector { ring, events, skel, _uprobes: Vec::new(), tc_hooks: Vec::new(), probes: Vec::new(), nfaults: faults.len() };
         inj.load_schedule(faults, nodes)?;
-        inj.skel.attach().context("attaching the injector's process hooks")?;
+        tracerd::kernel::diagnose("attaching the injector's process hooks", &sections, || inj.skel.attach())?;
         inj.attach_probes()?;
         inj.attach_partition_filters(faults, nodes)?;
         Ok(inj)

@@ -3,8 +3,9 @@
 //! reproducer's test runs both trace through this one type.
 //!
 //! Function uprobes are attached with one uprobe-multi link per binary (one fd, one
-//! symbol-table pass, and a detach that does not wait once per function). A link the
-//! kernel refuses is split in halves until the parts are accepted; names that do not
+//! symbol-table pass, and a detach that does not wait once per function) on kernels that
+//! have them (probed before loading, see `kernel`), else one link per function. A multi link
+//! the kernel refuses is split in halves until the parts are accepted; names that do not
 //! resolve to one offset, and single functions no multi link took, get a link of their
 //! own. The calls of every function are counted in the kernel either way.
 use std::collections::{BTreeMap, HashMap};
@@ -20,6 +21,7 @@ use crate::bpf::types::{tracerd_conn, tracerd_counter, tracerd_open_file, tracer
 use crate::bpf::{TracerSkel, TracerSkelBuilder};
 use crate::config::{Config, FunctionSpec};
 use crate::elfsyms;
+use crate::kernel;
 use crate::procs::{exe_key, scan_targets, ProcInfo};
 use crate::recorder::{read_struct, Recorder};
 use crate::syscalls::{syscall_arg_table, syscall_name};
@@ -62,6 +64,8 @@ pub struct Engine {
     skel: TracerSkel<'static>,
     uprobe_links: Vec<Link>,
     functions: Vec<FunctionSpec>,
+    /// the kernel has uprobe-multi links (probed once, before loading)
+    uprobe_multi: bool,
     uprobe_attach_failed: u64,
     /// function ids whose uprobe could not be attached (tolerate_unattachable_functions)
     unattached: Vec<usize>,
@@ -87,17 +91,6 @@ fn check_function(spec: &FunctionSpec) -> Result<()> {
     Ok(())
 }
 
-fn route_libbpf_logs() {
-    fn print(level: libbpf_rs::PrintLevel, msg: String) {
-        let msg = msg.trim_end();
-        match level {
-            libbpf_rs::PrintLevel::Warn => log::debug!(target: "libbpf", "{msg}"),
-            _ => log::trace!(target: "libbpf", "{msg}"),
-        }
-    }
-    libbpf_rs::set_print(Some((libbpf_rs::PrintLevel::Info, print)));
-}
-
 impl Engine {
     /// Loads, configures and attaches everything `config` asks for. Returns only once every
     /// probe is attached; a uprobe that cannot be attached is an error.
@@ -107,7 +100,8 @@ impl Engine {
         for f in &functions {
             check_function(f)?;
         }
-        route_libbpf_logs();
+        kernel::route_libbpf_logs();
+        let uprobe_multi = kernel::uprobe_multi_links();
         // The skeleton borrows its OpenObject for as long as it lives; the engine lives as
         // long as the process in the daemon, and the few bytes are not worth a self-referential type.
         let storage: &'static mut MaybeUninit<OpenObject> = Box::leak(Box::new(MaybeUninit::uninit()));
@@ -129,11 +123,14 @@ impl Engine {
         open.maps.syscall_counts.set_max_entries(if config.count_syscalls { config.syscall_count_entries } else { 1 })?;
         if functions.is_empty() {
             open.progs.function_hit.set_autoload(false);
+        }
+        if functions.is_empty() || !uprobe_multi {
             open.progs.function_hit_multi.set_autoload(false);
         }
-        let mut skel = open.load().context("loading the BPF programs (tracerd is tested on Linux 6.18 with BTF; RUST_LOG=libbpf=debug shows the verifier log)")?;
+        let sections = kernel::sections(open.open_object());
+        let mut skel = kernel::diagnose("loading the BPF programs", &sections, || open.load())?;
         fill_static_maps(&skel, config)?;
-        skel.attach().context("attaching the BPF programs")?;
+        kernel::diagnose("attaching the BPF programs", &sections, || skel.attach())?;
         // Seed after attaching, so that a fork between the scan and the attach is not missed.
         let initial_processes = if config.has_targets() { scan_targets(config) } else { Vec::new() };
         for p in &initial_processes {
@@ -143,11 +140,13 @@ impl Engine {
             skel,
             uprobe_links: Vec::new(),
             functions,
+            uprobe_multi,
             uprobe_attach_failed: 0,
             unattached: Vec::new(),
             initial_processes,
         };
         engine.attach_uprobes(config.tolerate_unattachable_functions)?;
+        log::info!("{}", kernel::summary());
         Ok(engine)
     }
 
@@ -161,7 +160,7 @@ impl Engine {
             by_binary.entry(f.binary.clone()).or_default().push(id);
         }
         for (binary, ids) in by_binary {
-            let rest = if ids.len() > 1 { self.attach_multi(&binary, &ids) } else { ids };
+            let rest = if ids.len() > 1 && self.uprobe_multi { self.attach_multi(&binary, &ids) } else { ids };
             for id in rest {
                 self.attach_one(id, tolerate)?;
             }

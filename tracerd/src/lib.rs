@@ -10,6 +10,7 @@ pub mod dump;
 mod elfsyms;
 pub mod engine;
 pub mod inspect;
+pub mod kernel;
 pub mod procs;
 pub mod record;
 pub mod recorder;
