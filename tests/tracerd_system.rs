@@ -186,6 +186,29 @@ fn functions_of_one_binary_share_a_link_and_are_counted_and_recorded() {
     }
 }
 
+/// Every thread of a process passes the exit hook; the process's end is recorded once, with
+/// the exit code, from the thread that ends the group (signal->live at 0; the claim in
+/// `exited` guards against siblings that see 0 too, a race this test does not provoke).
+#[test]
+fn a_process_with_threads_ends_once_with_its_exit_code() {
+    require_root();
+    let prog = eventgen_as("eg_threads");
+    let d = Daemon::start(&["--target-comm", "eg_threads"]);
+    let mut pids = Vec::new();
+    for _ in 0..20 {
+        let mut child = Command::new(&prog).args(["threads", "6"]).spawn().expect("spawn");
+        pids.push(child.id());
+        let status = child.wait().expect("wait");
+        assert_eq!(status.code(), Some(3), "eventgen threads: {status}");
+    }
+    let events = inspect_json(&d.dump());
+    for pid in pids {
+        let end = only(events_of(&events, "process_state", pid), "end of the process");
+        assert_eq!(end["state"], "exited");
+        assert_eq!(end["exit_code"], 3);
+    }
+}
+
 /// The probe agrees with the kernel's version (uprobe-multi links came with Linux 6.6), and
 /// the daemon says which paths it chose.
 #[test]
