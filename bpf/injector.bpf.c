@@ -151,12 +151,14 @@ int BPF_PROG(inherit_node, struct task_struct *parent, struct task_struct *child
 	return 0;
 }
 
+/* The thread that ends a process dropped signal->live to 0 (group_dead, an argument of this
+ * tracepoint only since 6.16); a late sibling deleting again is harmless. */
 SEC("tp_btf/sched_process_exit")
-int BPF_PROG(forget_node, struct task_struct *p, bool group_dead)
+int BPF_PROG(forget_node, struct task_struct *p)
 {
 	__u32 tgid = BPF_CORE_READ(p, tgid);
 
-	if (group_dead)
+	if (BPF_CORE_READ(p, signal, live.counter) == 0)
 		bpf_map_delete_elem(&node_of, &tgid);
 	return 0;
 }

@@ -150,6 +150,20 @@ struct {
 	__type(value, struct tracerd_signal_sender);
 } last_signal SEC(".maps");
 
+/* Processes whose end was reported (see ends_process); old ones age out. */
+struct tracerd_exited_key {
+	__u32 tgid;
+	__u32 reserved;
+	__u64 start_ns;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct tracerd_exited_key);
+	__type(value, __u8);
+} exited SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, TRACERD_CNT_MAX);
@@ -753,17 +767,33 @@ int BPF_PROG(on_signal_generate, int sig, struct kernel_siginfo *info, struct ta
 	return 0;
 }
 
+/*
+ * Whether `p`, at sched_process_exit, is the thread that ends its process. The tracepoint's
+ * group_dead argument exists only since 6.16, so this reads what it is computed from: the
+ * thread that ends the group has dropped signal->live to 0 just before the tracepoint. Threads
+ * of the group exiting at the same time can all see 0; the first to claim the process in
+ * `exited` (keyed by the leader's start time, so a reused pid is a new key) is the one.
+ */
+static __always_inline bool ends_process(struct task_struct *p, __u32 tgid)
+{
+	struct tracerd_exited_key key = { .tgid = tgid };
+	__u8 one = 1;
+
+	if (BPF_CORE_READ(p, signal, live.counter) != 0)
+		return false;
+	key.start_ns = BPF_CORE_READ(p, group_leader, start_time);
+	return bpf_map_update_elem(&exited, &key, &one, BPF_NOEXIST) == 0;
+}
+
 SEC("tp_btf/sched_process_exit")
-int BPF_PROG(on_process_exit, struct task_struct *p, bool group_dead)
+int BPF_PROG(on_process_exit, struct task_struct *p)
 {
 	struct tracerd_process_state_event *e;
 	__u32 tgid;
 	int code;
 
-	if (!group_dead)
-		return 0;
 	tgid = BPF_CORE_READ(p, tgid);
-	if (!is_target(tgid))
+	if (!is_target(tgid) || !ends_process(p, tgid))
 		return 0;
 	code = BPF_CORE_READ(p, exit_code);
 	e = reserve(sizeof(*e), TRACERD_CNT_RINGBUF_FULL_PROCESS);

@@ -59,13 +59,15 @@ fn assert_clean(links_before: usize) {
 }
 
 /// Replays 10 times (asserting 10/10), then one kept run; returns that run's output and dir.
+/// REPRODUCER_TEST_RUNS replaces the 10 (scripts/test-kernels: fewer runs in emulated guests).
 fn replay_and_keep(scenario: &str, schedule: &str) -> (String, PathBuf) {
     require_root();
+    let runs: u32 = std::env::var("REPRODUCER_TEST_RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(10);
     let links = link_count();
     let (_dir, sc, sch) = files(scenario, schedule);
-    let out = reproducer(&["replay", "--scenario", sc.to_str().unwrap(), "--schedule", sch.to_str().unwrap(), "--runs", "10"]);
+    let out = reproducer(&["replay", "--scenario", sc.to_str().unwrap(), "--schedule", sch.to_str().unwrap(), "--runs", &runs.to_string()]);
     let t = text(&out);
-    assert!(t.contains("replay rate: 10/10"), "{t}");
+    assert!(t.contains(&format!("replay rate: {runs}/{runs}")), "{t}");
     assert!(out.status.success());
     assert_clean(links);
     let out = reproducer(&["run", "--scenario", sc.to_str().unwrap(), "--schedule", sch.to_str().unwrap(), "--keep"]);
@@ -238,9 +240,10 @@ command = ["sh", "-c", "w=$(sed -n 's/worst rtt \\([0-9]*\\) ms/\\1/p' {{workdir
 "#,
         wait_for("client", "worst rtt")
     );
-    let schedule = "[[faults]]\nnode = \"client\"\nkind = \"partition\"\npeers = [\"server\"]\nduration_ms = 3000\n";
+    // after the connect: a partition before it would only delay the handshake
+    let schedule = "[[faults]]\nnode = \"client\"\nkind = \"partition\"\npeers = [\"server\"]\nduration_ms = 3000\nafter_functions = [\"stage_c\"]\n";
     let (out, workdir) = replay_and_keep(&scenario, schedule);
-    assert!(out.contains("fault 1 partition on client"), "{out}");
+    assert!(out.contains("fault 1 partition on client") && out.contains("at stage_c"), "{out}");
     let client = log(&workdir, "client");
     assert!(client.contains("worst rtt"), "the connection recovered after the partition: {client}");
     let gap = trace_events(&workdir).into_iter().any(|e| e["kind"] == "network_gap" && e["duration_ms"].as_u64().unwrap_or(0) >= 2500);

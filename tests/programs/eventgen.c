@@ -12,11 +12,14 @@
  *   eventgen tcp-client IP PORT SILENCE_MS
  *                                  connects, sends, goes silent for SILENCE_MS, sends again
  *   eventgen fork-fail PATH        a forked child fails openat(PATH)
+ *   eventgen threads N             N threads spin, then the main thread exits with 3: all
+ *                                  of them end at once
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,6 +97,28 @@ static int tcp_client(const char *ip, int port, long silence_ms)
 	return 0;
 }
 
+static pthread_barrier_t started;
+
+static void *spin(void *arg)
+{
+	pthread_barrier_wait(&started);
+	for (volatile unsigned long i = 0;; i++)
+		;
+	return arg;
+}
+
+static int threads(int n)
+{
+	pthread_t t;
+
+	pthread_barrier_init(&started, NULL, n + 1);
+	for (int i = 0; i < n; i++)
+		if (pthread_create(&t, NULL, spin, NULL))
+			return 1;
+	pthread_barrier_wait(&started);
+	exit(3);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
@@ -151,6 +176,8 @@ int main(int argc, char **argv)
 		waitpid(pid, &status, 0);
 		return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
 	}
+	if (!strcmp(mode, "threads"))
+		return threads(atoi(argv[2]));
 	fprintf(stderr, "eventgen: unknown mode %s\n", mode);
 	return 2;
 }

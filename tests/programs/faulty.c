@@ -9,7 +9,7 @@
  *   faulty ticks MS            logs a CLOCK_MONOTONIC tick every 100 ms for MS, calling stage_p() at 1 s
  *   faulty fork-write DIR      a forked child writes DIR/c 3 times
  *   faulty serve PORT          TCP echo server (one client at a time, forever)
- *   faulty ping IP PORT MS     sends a line every 100 ms for MS, logging each round-trip time
+ *   faulty ping IP PORT MS     connects, calls stage_c(), sends a line every 100 ms for MS, logging each round-trip time
  *   faulty two-faults DIR      calls stage_h(), stage_g(), then writes DIR/a twice
  *   faulty profile DIR MS      fails to open DIR/optional-100.conf .. -102.conf (ENOENT),
  *                              calls stage_once() once and stage_hot() 20000 times, sleeps
@@ -47,6 +47,7 @@ NOINLINE void stage_f(void) { printf("f entered\n"); }
 NOINLINE void stage_g(void) { printf("g entered\n"); }
 NOINLINE void stage_h(void) { printf("h entered\n"); }
 NOINLINE void stage_p(void) { printf("p entered\n"); }
+NOINLINE void stage_c(void) { printf("connected\n"); }
 
 NOINLINE void stage_once(void) { printf("once entered\n"); }
 
@@ -116,6 +117,7 @@ static int ping(const char *ip, int port, long ms)
 		printf("connect: %s\n", strerror(errno));
 		return 1;
 	}
+	stage_c();
 	double end = now_ms() + ms, worst = 0;
 	while (now_ms() < end) {
 		double t0 = now_ms();

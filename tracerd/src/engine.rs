@@ -3,8 +3,9 @@
 //! reproducer's test runs both trace through this one type.
 //!
 //! Function uprobes are attached with one uprobe-multi link per binary (one fd, one
-//! symbol-table pass, and a detach that does not wait once per function). A link the
-//! kernel refuses is split in halves until the parts are accepted; names that do not
+//! symbol-table pass, and a detach that does not wait once per function) on kernels that
+//! have them (probed before loading, see `kernel`), else one link per function. A multi link
+//! the kernel refuses is split in halves until the parts are accepted; names that do not
 //! resolve to one offset, and single functions no multi link took, get a link of their
 //! own. The calls of every function are counted in the kernel either way.
 use std::collections::{BTreeMap, HashMap};
@@ -25,6 +26,7 @@ use tracedump::syscalls::{syscall_arg_table, syscall_name};
 use crate::bpf::types::{tracerd_conn, tracerd_counter, tracerd_open_file, tracerd_pause, tracerd_syscall_key};
 use crate::bpf::{TracerSkel, TracerSkelBuilder};
 use crate::config::{Config, FunctionSpec};
+use crate::kernel;
 use crate::procs::{exe_key, scan_targets};
 use crate::recorder::Recorder;
 use crate::skel::OwnedSkel;
@@ -33,6 +35,8 @@ pub struct Engine {
     skel: OwnedSkel<TracerSkel<'static>>,
     uprobe_links: Vec<Link>,
     functions: Vec<FunctionSpec>,
+    /// the kernel has uprobe-multi links (probed once, before loading)
+    uprobe_multi: bool,
     uprobe_attach_failed: u64,
     /// function ids whose uprobe could not be attached (tolerate_unattachable_functions)
     unattached: Vec<usize>,
@@ -58,17 +62,6 @@ fn check_function(spec: &FunctionSpec) -> Result<()> {
     Ok(())
 }
 
-fn route_libbpf_logs() {
-    fn print(level: libbpf_rs::PrintLevel, msg: String) {
-        let msg = msg.trim_end();
-        match level {
-            libbpf_rs::PrintLevel::Warn => log::debug!(target: "libbpf", "{msg}"),
-            _ => log::trace!(target: "libbpf", "{msg}"),
-        }
-    }
-    libbpf_rs::set_print(Some((libbpf_rs::PrintLevel::Info, print)));
-}
-
 impl Engine {
     /// Loads, configures and attaches everything `config` asks for. Returns only once every
     /// probe is attached; a uprobe that cannot be attached is an error.
@@ -78,10 +71,12 @@ impl Engine {
         for f in &functions {
             check_function(f)?;
         }
-        route_libbpf_logs();
-        let mut skel = OwnedSkel::new(|storage| Self::load(storage, config, &functions))?;
+        kernel::route_libbpf_logs();
+        let uprobe_multi = kernel::uprobe_multi_links();
+        let mut sections = Vec::new();
+        let mut skel = OwnedSkel::new(|storage| Self::load(storage, config, &functions, uprobe_multi, &mut sections))?;
         fill_static_maps(&skel, config)?;
-        skel.attach().context("attaching the BPF programs")?;
+        kernel::diagnose("attaching the BPF programs", &sections, || skel.attach())?;
         // Seed after attaching, so that a fork between the scan and the attach is not missed.
         let initial_processes = if config.has_targets() { scan_targets(config) } else { Vec::new() };
         for p in &initial_processes {
@@ -91,16 +86,25 @@ impl Engine {
             skel,
             uprobe_links: Vec::new(),
             functions,
+            uprobe_multi,
             uprobe_attach_failed: 0,
             unattached: Vec::new(),
             initial_processes,
         };
         engine.attach_uprobes(config.tolerate_unattachable_functions)?;
+        log::info!("{}", kernel::summary());
         Ok(engine)
     }
 
-    /// Opens the BPF object in `storage`, sizes and configures it for `config`, and loads it.
-    fn load(storage: &'static mut MaybeUninit<OpenObject>, config: &Config, functions: &[FunctionSpec]) -> Result<TracerSkel<'static>> {
+    /// Opens the BPF object in `storage`, sizes and configures it for `config`, and loads it;
+    /// `sections` gets the programs' sections, for naming a program the kernel refuses later.
+    fn load(
+        storage: &'static mut MaybeUninit<OpenObject>,
+        config: &Config,
+        functions: &[FunctionSpec],
+        uprobe_multi: bool,
+        sections: &mut Vec<(String, String)>,
+    ) -> Result<TracerSkel<'static>> {
         let mut open = TracerSkelBuilder::default().open(storage).context("opening the BPF object")?;
         let rodata = open.maps.rodata_data.as_deref_mut().context("BPF object has no rodata")?;
         rodata.filter_targets = config.has_targets() as u32;
@@ -119,9 +123,12 @@ impl Engine {
         open.maps.syscall_counts.set_max_entries(if config.count_syscalls { config.syscall_count_entries } else { 1 })?;
         if functions.is_empty() {
             open.progs.function_hit.set_autoload(false);
+        }
+        if functions.is_empty() || !uprobe_multi {
             open.progs.function_hit_multi.set_autoload(false);
         }
-        open.load().context("loading the BPF programs (tracerd is tested on Linux 6.18 with BTF; RUST_LOG=libbpf=debug shows the verifier log)")
+        *sections = kernel::sections(open.open_object());
+        kernel::diagnose("loading the BPF programs", sections, || open.load())
     }
 
     /// Attaches every function: one multi link per binary, else (or when that fails) one
@@ -134,7 +141,7 @@ impl Engine {
             by_binary.entry(f.binary.clone()).or_default().push(id);
         }
         for (binary, ids) in by_binary {
-            let rest = if ids.len() > 1 { self.attach_multi(&binary, &ids) } else { ids };
+            let rest = if ids.len() > 1 && self.uprobe_multi { self.attach_multi(&binary, &ids) } else { ids };
             for id in rest {
                 self.attach_one(id, tolerate)?;
             }

@@ -9,6 +9,7 @@ pub mod config;
 pub mod daemon;
 pub mod engine;
 pub mod inspect;
+pub mod kernel;
 pub mod procs;
 pub mod recorder;
 pub mod session;

@@ -67,6 +67,9 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         config: Option<PathBuf>,
     },
+    /// Print the paths this kernel gets (probed at start; needs root): uprobe-multi links or
+    /// single uprobes, and how the end of a process is seen
+    Kernel,
     /// Print a dump: summary and events, or one JSON object per event
     Inspect {
         file: PathBuf,
@@ -126,6 +129,13 @@ fn main_inner(cli: Cli) -> Result<()> {
             } else {
                 tracerd::inspect::print_text(&dump, &mut out)?;
             }
+            Ok(())
+        }
+        Command::Kernel => {
+            if !nix::unistd::geteuid().is_root() {
+                anyhow::bail!("probing the kernel loads a BPF program: run as root");
+            }
+            println!("{}", tracerd::kernel::summary());
             Ok(())
         }
     }

@@ -107,6 +107,7 @@ impl Injector {
     pub fn start(plan: &FaultPlan, nodes: &[NodeInfo]) -> Result<Injector> {
         let faults = &plan.faults;
         let mut max_partitions = 0;
+        let mut sections = Vec::new();
         let skel = OwnedSkel::new(|storage: &'static mut MaybeUninit<OpenObject>| -> Result<_> {
             let mut open = bpf::InjectorSkelBuilder::default().open(storage).context("opening the injector")?;
             let max_faults = open.maps.faults.max_entries() as usize;
@@ -115,7 +116,8 @@ impl Injector {
             }
             max_partitions = open.maps.partitions.max_entries();
             open.maps.rodata_data.as_deref_mut().context("injector has no rodata")?.nfaults = faults.len() as u32;
-            open.load().context("loading the injector's BPF programs")
+            sections = tracerd::kernel::sections(open.open_object());
+            tracerd::kernel::diagnose("loading the injector's BPF programs", &sections, || open.load())
         })?;
         let (tx, events) = unbounded();
         let mut builder = RingBufferBuilder::new();
@@ -129,7 +131,7 @@ impl Injector {
         let ring = builder.build()?;
         let mut inj = Injector { ring, events, skel, _uprobes: Vec::new(), tc_hooks: Vec::new(), probes: Vec::new(), nfaults: faults.len(), max_partitions };
         inj.load_plan(faults, nodes)?;
-        inj.skel.attach().context("attaching the injector's process hooks")?;
+        tracerd::kernel::diagnose("attaching the injector's process hooks", &sections, || inj.skel.attach())?;
         inj.attach_probes()?;
         inj.attach_partition_filters(faults, nodes)?;
         Ok(inj)
