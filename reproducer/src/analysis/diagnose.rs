@@ -309,7 +309,9 @@ impl Builder<'_> {
     }
 
     fn syscall_failures(&mut self) {
-        let mut groups: HashMap<(Option<usize>, String, String, String, Option<String>), Vec<&TimedEvent>> = HashMap::new();
+        // (node, who, syscall, errno, normalized path): one failure signature
+        type Signature = (Option<usize>, String, String, String, Option<String>);
+        let mut groups: HashMap<Signature, Vec<&TimedEvent>> = HashMap::new();
         for t in &self.t.events {
             let What::SyscallFailure(f) = &t.event.what else { continue };
             if self.scenario.is_some() && t.node.is_none() {
@@ -361,7 +363,9 @@ impl Builder<'_> {
     /// A connection reset, refused or timed out while (or shortly after) another node was
     /// crashed, paused or cut off is that fault's consequence.
     fn explain_network_failures(&mut self) {
-        let windows: Vec<(String, Option<usize>, Option<usize>, u64, u64)> = self
+        // (what, node, peer, from, to): when another fault's aftermath lasts
+        type Window = (String, Option<usize>, Option<usize>, u64, u64);
+        let windows: Vec<Window> = self
             .candidates
             .iter()
             .filter(|c| c.verdict == Verdict::Cause)

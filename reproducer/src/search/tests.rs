@@ -14,13 +14,16 @@ const SCENARIO: &str = "name = \"kv\"\n\
     [[nodes]]\nname = \"db2\"\ncommand = [\"kv\"]\naddress = \"10.8.0.2\"\n\
     [workload]\ncommand = [\"true\"]\n[oracle]\ncommand = [\"true\"]\n";
 
+/// Whether a run of a plan (with the faults that fired, the run's number) shows the bug.
+type BugOracle = dyn Fn(&FaultPlan, &[bool], u32) -> bool;
+
 /// A system under test: `bug` says whether a run with this plan shows the bug; a fault fires
 /// when its node ran its whole context (`functions` per node) and its nth call exists.
 struct Fake {
     functions: Vec<Vec<String>>,
     /// matching calls each syscall fault's node makes
     calls: u32,
-    bug: Box<dyn Fn(&FaultPlan, &[bool], u32) -> bool>,
+    bug: Box<BugOracle>,
     sites: Vec<u64>,
     runs: Cell<u32>,
 }
