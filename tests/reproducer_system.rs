@@ -273,18 +273,16 @@ command = ["sh", "-c", "grep -q 'write 2 to c: No space' {{workdir}}/n1.log && g
 fn restarted_node_keeps_counting() {
     // the node writes a five times and exits; restarted, it writes a five times more:
     // the 7th write to a overall is the 2nd of the second incarnation
-    let scenario = format!(
-        r#"name = "restart"
+    let scenario = r#"name = "restart"
 [[nodes]]
 name = "n1"
-command = ["FAULTY", "writes", "{{workdir}}/n1"]
+command = ["FAULTY", "writes", "{workdir}/n1"]
 restart = true
 [workload]
-command = ["sh", "-c", "for i in $(seq 200); do [ $(grep -c 'write 5 to b' {{workdir}}/n1.log) -ge 2 ] && exit 0; sleep 0.05; done; exit 1"]
+command = ["sh", "-c", "for i in $(seq 200); do [ $(grep -c 'write 5 to b' {workdir}/n1.log) -ge 2 ] && exit 0; sleep 0.05; done; exit 1"]
 [oracle]
-command = ["sh", "-c", "[ $(grep -c 'No space' {{workdir}}/n1.log) -eq 1 ] && [ $(grep -c 'write 2 to a: No space' {{workdir}}/n1.log) -eq 1 ]"]
-"#
-    );
+command = ["sh", "-c", "[ $(grep -c 'No space' {workdir}/n1.log) -eq 1 ] && [ $(grep -c 'write 2 to a: No space' {workdir}/n1.log) -eq 1 ]"]
+"#.to_string();
     let schedule = "[[faults]]\nnode = \"n1\"\nkind = \"syscall\"\nsyscall = \"write\"\nerrno = \"ENOSPC\"\npath = \"{workdir}/n1/a\"\nnth = 7\n";
     replay_and_keep(&scenario, schedule);
 }

@@ -167,7 +167,7 @@ pub fn scan_targets(config: &Config) -> Vec<ProcInfo> {
         let Ok(stat) = proc.stat() else { continue };
         let pid = stat.pid as u32;
         parent_of.insert(pid, stat.ppid.max(0) as u32);
-        let by_comm = config.target_comm.iter().any(|c| *c == stat.comm);
+        let by_comm = config.target_comm.contains(&stat.comm);
         let by_pid = config.target_pid.contains(&pid);
         let by_exe = !exe_keys.is_empty()
             && proc.exe().ok().and_then(|p| exe_key(&p).ok()).is_some_and(|k| exe_keys.contains(&k));

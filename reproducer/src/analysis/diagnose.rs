@@ -309,7 +309,9 @@ impl Builder<'_> {
     }
 
     fn syscall_failures(&mut self) {
-        let mut groups: HashMap<(Option<usize>, String, String, String, Option<String>), Vec<&TimedEvent>> = HashMap::new();
+        // (node, who, syscall, errno, normalized path): one failure signature
+        type Signature = (Option<usize>, String, String, String, Option<String>);
+        let mut groups: HashMap<Signature, Vec<&TimedEvent>> = HashMap::new();
         for t in &self.t.events {
             let What::SyscallFailure(f) = &t.event.what else { continue };
             if self.scenario.is_some() && t.node.is_none() {
@@ -361,7 +363,9 @@ impl Builder<'_> {
     /// A connection reset, refused or timed out while (or shortly after) another node was
     /// crashed, paused or cut off is that fault's consequence.
     fn explain_network_failures(&mut self) {
-        let windows: Vec<(String, Option<usize>, Option<usize>, u64, u64)> = self
+        // (what, node, peer, from, to): when another fault's aftermath lasts
+        type Window = (String, Option<usize>, Option<usize>, u64, u64);
+        let windows: Vec<Window> = self
             .candidates
             .iter()
             .filter(|c| c.verdict == Verdict::Cause)
@@ -549,4 +553,242 @@ mod tests {
         assert_eq!(max_burst(&[0, s, 2 * s, 10 * s]), 3);
         assert_eq!(max_burst(&[0, 3 * s, 6 * s]), 1);
     }
+
+    // Synthetic timelines: the diagnosis is pure, so every rule is checked without root.
+    use crate::analysis::timeline::{DumpInfo, TimedEvent};
+    use tracedump::event::{Event, FunctionHit, NetworkGap, PauseCause, ProcessChange, Sender, SyscallFailure};
+
+    const SEC: u64 = 1_000_000_000;
+    const SCENARIO: &str = "name = \"kv\"\n\
+        [[nodes]]\nname = \"db1\"\ncommand = [\"kv\"]\naddress = \"10.7.0.1\"\n\
+        [[nodes]]\nname = \"db2\"\ncommand = [\"kv\"]\naddress = \"10.7.0.2\"\n\
+        [workload]\ncommand = [\"true\"]\n[oracle]\ncommand = [\"true\"]\n";
+
+    fn scenario() -> Scenario {
+        Scenario::parse(SCENARIO, "t").unwrap()
+    }
+
+    fn at(secs: f64, node: Option<usize>, pid: u32, what: What) -> TimedEvent {
+        let at_ns = (secs * SEC as f64) as u64;
+        let event = Event { ts_ns: at_ns, realtime_ns: at_ns, host: "h".into(), pid, tid: pid, comm: "kv".into(), what };
+        TimedEvent { at_ns, node, dump: 0, event }
+    }
+
+    fn failure(syscall: &str, errno: &str, path: Option<&str>) -> What {
+        What::SyscallFailure(SyscallFailure {
+            syscall: syscall.into(),
+            ret: -1,
+            errno: Some(errno.into()),
+            fd: None,
+            path: path.map(String::from),
+            peer: None,
+        })
+    }
+
+    fn killed(signal: i32, sender: Option<u32>) -> What {
+        What::ProcessState(ProcessChange {
+            state: State::Killed { core_dumped: false },
+            signal: Some(signal as u32),
+            sender: sender.map(|pid| Sender { pid, comm: Some("killer".into()) }),
+            ongoing: false,
+        })
+    }
+
+    fn exited(code: i32) -> What {
+        What::ProcessState(ProcessChange { state: State::Exited { code }, signal: None, sender: None, ongoing: false })
+    }
+
+    fn paused(ms: u64) -> What {
+        What::ProcessState(ProcessChange {
+            state: State::Paused { cause: PauseCause::Stopped, duration_ms: ms },
+            signal: Some(libc::SIGSTOP as u32),
+            sender: None,
+            ongoing: false,
+        })
+    }
+
+    fn gap(local: &str, peer: &str, ms: u64) -> What {
+        What::NetworkGap(NetworkGap { local: Some(local.parse().unwrap()), peer: Some(peer.parse().unwrap()), duration_ms: ms, packets: 9, ongoing: false })
+    }
+
+    fn function(name: &str) -> What {
+        What::Function(FunctionHit { binary: Some("/opt/kv".into()), function: Some(name.into()) })
+    }
+
+    fn timeline(mut events: Vec<TimedEvent>) -> Timeline {
+        events.sort_by_key(|e| e.at_ns);
+        Timeline { events, dumps: Vec::new(), functions: Vec::new() }
+    }
+
+    fn causes(d: &Diagnosis) -> Vec<&FaultGuess> {
+        d.causes().map(|c| &c.guess).collect()
+    }
+
+    #[test]
+    fn outside_kills_are_faults_own_deaths_and_exits_are_symptoms() {
+        let t = timeline(vec![
+            at(1.0, Some(0), 10, killed(libc::SIGKILL, Some(999))),
+            at(2.0, Some(1), 20, killed(libc::SIGSEGV, Some(999))),
+            at(3.0, Some(1), 21, exited(3)),
+            at(3.5, Some(1), 22, exited(0)),
+        ]);
+        let d = diagnose(&t, Some(&scenario()), None);
+        assert_eq!(causes(&d), [&FaultGuess::Crash { signal: "SIGKILL".into(), sender: "killer (pid 999)".into() }]);
+        assert_eq!(d.candidates[0].who, "db1");
+        let symptoms: Vec<&str> = d.symptoms.iter().map(|s| s.what.as_str()).collect();
+        assert_eq!(symptoms, ["died of SIGSEGV", "exited with status 3"]);
+    }
+
+    #[test]
+    fn a_kill_from_the_same_node_is_a_symptom() {
+        let t = timeline(vec![at(0.5, Some(0), 11, function("main")), at(1.0, Some(0), 10, killed(libc::SIGKILL, Some(11)))]);
+        let d = diagnose(&t, Some(&scenario()), None);
+        assert!(d.causes().next().is_none(), "{:?}", d.candidates);
+        assert_eq!(d.symptoms.len(), 1);
+    }
+
+    #[test]
+    fn failures_are_benign_at_their_profile_rate_and_causes_far_above_it() {
+        let mut events = vec![at(9.0, Some(0), 10, exited(1))];
+        // 3 ENOENT within 2 s (profile: 2/s) and 30 EIO within 2 s (profile: 0.1/s)
+        events.extend((0..3).map(|i| at(1.0 + i as f64 * 0.5, Some(0), 10, failure("openat", "ENOENT", Some("/srv/x/opt-12.conf")))));
+        events.extend((0..30).map(|i| at(2.0 + i as f64 * 0.05, Some(0), 10, failure("read", "EIO", Some("/srv/data")))));
+        events.push(at(4.0, Some(1), 20, failure("write", "ENOSPC", None)));
+        let baseline = BaselineRates {
+            scenario: "kv".into(),
+            failures: [
+                (("db1".into(), "openat".into(), "ENOENT".into(), Some("*/opt-*.conf".into())), 2.0),
+                (("db1".into(), "read".into(), "EIO".into(), Some("*/data".into())), 0.1),
+            ]
+            .into_iter()
+            .collect(),
+        };
+        let d = diagnose(&timeline(events), Some(&scenario()), Some(&baseline));
+        let verdict = |syscall: &str| d.candidates.iter().find(|c| matches!(&c.guess, FaultGuess::Syscall { syscall: s, .. } if s == syscall)).unwrap();
+        assert_eq!(verdict("openat").verdict, Verdict::Benign, "{}", verdict("openat").why);
+        assert_eq!(verdict("read").verdict, Verdict::Cause, "{}", verdict("read").why);
+        assert_eq!((verdict("read").occurrences, verdict("read").burst), (30, 30));
+        assert_eq!(verdict("write").verdict, Verdict::Cause, "never seen fault-free");
+        assert!(verdict("write").why.contains("never seen in fault-free runs"));
+        assert!(d.notes.is_empty(), "{:?}", d.notes);
+    }
+
+    #[test]
+    fn without_a_profile_routine_errnos_are_benign_and_kernel_internal_ones_explained() {
+        let t = timeline(vec![
+            at(1.0, Some(0), 10, failure("read", "EAGAIN", None)),
+            at(1.5, Some(0), 10, failure("read", "ERESTARTSYS", None)),
+            at(2.0, Some(0), 10, failure("fsync", "EIO", None)),
+            at(5.0, Some(0), 10, exited(1)),
+        ]);
+        let d = diagnose(&t, Some(&scenario()), None);
+        let verdicts: Vec<(&str, &Verdict)> = d
+            .candidates
+            .iter()
+            .map(|c| match &c.guess {
+                FaultGuess::Syscall { errno, .. } => (errno.as_str(), &c.verdict),
+                _ => ("?", &c.verdict),
+            })
+            .collect();
+        assert!(verdicts.contains(&("EAGAIN", &Verdict::Benign)), "{verdicts:?}");
+        assert!(verdicts.contains(&("ERESTARTSYS", &Verdict::Explained)), "{verdicts:?}");
+        assert!(verdicts.contains(&("EIO", &Verdict::Cause)), "{verdicts:?}");
+        assert!(d.notes.iter().any(|n| n.contains("no --profile")));
+    }
+
+    #[test]
+    fn gaps_between_node_addresses_are_one_partition_unless_a_pause_explains_them() {
+        let t = timeline(vec![
+            // two silent connections between db1 and db2, overlapping: one partition
+            at(5.0, Some(0), 10, gap("10.7.0.1:4000", "10.7.0.2:6379", 3000)),
+            at(5.5, Some(1), 20, gap("10.7.0.2:6379", "10.7.0.1:4000", 3000)),
+            at(9.0, Some(0), 10, exited(1)),
+        ]);
+        let d = diagnose(&t, Some(&scenario()), None);
+        let parts: Vec<&Candidate> = d.candidates.iter().filter(|c| matches!(c.guess, FaultGuess::Partition { .. })).collect();
+        assert_eq!(parts.len(), 1, "{:?}", d.candidates);
+        let p = parts[0];
+        assert_eq!((p.node, p.occurrences, &p.verdict), (Some(0), 2, &Verdict::Cause));
+        assert_eq!(p.guess, FaultGuess::Partition { peer: 1, duration_ms: 3500 });
+        assert_eq!(p.at_ns, 2 * SEC, "a gap's interval starts before its event");
+        assert!(p.why.contains("between db1 and db2"), "{}", p.why);
+
+        let t = timeline(vec![
+            at(4.5, Some(1), 20, paused(3000)),
+            at(5.0, Some(0), 10, gap("10.7.0.1:4000", "10.7.0.2:6379", 3000)),
+            at(9.0, Some(0), 10, exited(1)),
+        ]);
+        let d = diagnose(&t, Some(&scenario()), None);
+        assert_eq!(causes(&d), [&FaultGuess::Pause { duration_ms: 3000, cause: "stopped".into() }]);
+        let part = d.candidates.iter().find(|c| matches!(c.guess, FaultGuess::Partition { .. })).unwrap();
+        assert_eq!(part.verdict, Verdict::Explained);
+        assert!(part.why.contains("explained by the pause of db2"), "{}", part.why);
+    }
+
+    #[test]
+    fn network_errors_after_a_crash_are_explained_and_faults_after_the_last_symptom_late() {
+        let t = timeline(vec![
+            at(1.0, Some(1), 20, killed(libc::SIGKILL, Some(999))),
+            at(2.0, Some(0), 10, failure("connect", "ECONNREFUSED", None)),
+            at(3.0, Some(0), 10, exited(2)),
+            at(4.0, Some(0), 11, failure("fsync", "EIO", None)),
+        ]);
+        let d = diagnose(&t, Some(&scenario()), None);
+        let by = |errno: &str| d.candidates.iter().find(|c| matches!(&c.guess, FaultGuess::Syscall { errno: e, .. } if e == errno)).unwrap();
+        assert_eq!(by("ECONNREFUSED").verdict, Verdict::Explained);
+        assert!(by("ECONNREFUSED").why.contains("the crash of db2"), "{}", by("ECONNREFUSED").why);
+        assert_eq!(by("EIO").verdict, Verdict::Late);
+        assert_eq!(causes(&d), [&FaultGuess::Crash { signal: "SIGKILL".into(), sender: "killer (pid 999)".into() }]);
+    }
+
+    #[test]
+    fn unmapped_processes_are_ignored_and_counted_with_a_scenario() {
+        let t = timeline(vec![at(1.0, None, 99, killed(libc::SIGKILL, Some(1))), at(2.0, Some(0), 10, exited(1))]);
+        let d = diagnose(&t, Some(&scenario()), None);
+        assert!(d.candidates.is_empty());
+        assert_eq!(d.unmapped_events, 1);
+        let d = diagnose(&t, None, None);
+        assert_eq!(d.candidates.len(), 1, "without a scenario every process counts");
+        assert_eq!(d.candidates[0].who, "kv/99");
+    }
+
+    #[test]
+    fn context_is_the_functions_since_the_previous_fault_nearest_first() {
+        let t = timeline(vec![
+            at(0.5, Some(1), 20, function("boot")),
+            at(1.0, Some(1), 20, killed(libc::SIGKILL, Some(999))),
+            at(1.5, Some(1), 21, function("recover")),
+            at(1.6, Some(0), 10, function("elsewhere")),
+            at(1.7, Some(1), 21, function("load")),
+            at(1.8, Some(1), 21, function("recover")),
+            at(2.0, Some(1), 21, killed(libc::SIGKILL, Some(999))),
+            at(3.0, Some(0), 10, exited(1)),
+        ]);
+        let d = diagnose(&t, Some(&scenario()), None);
+        let crashes: Vec<&Vec<String>> = d.causes().map(|c| &c.preceding_functions).collect();
+        assert_eq!(crashes[0], &vec!["/opt/kv:boot".to_string()]);
+        assert_eq!(crashes[1], &vec!["/opt/kv:recover".to_string(), "/opt/kv:load".into()], "since the previous fault on db2, each once");
+    }
+
+    #[test]
+    fn lost_events_are_a_note_and_render_lists_every_part() {
+        let mut t = timeline(vec![at(1.0, Some(0), 10, killed(libc::SIGKILL, Some(999))), at(2.0, Some(1), 20, exited(1))]);
+        t.dumps.push(DumpInfo {
+            path: "/d/x.tdump".into(),
+            host: "h".into(),
+            events: 2,
+            mapped_processes: 2,
+            processes: 2,
+            interfaces: Vec::new(),
+            taken_ns: 3 * SEC,
+            lost_events: 7,
+        });
+        let d = diagnose(&t, Some(&scenario()), None);
+        assert!(d.notes.iter().any(|n| n.contains("7 events were lost")), "{:?}", d.notes);
+        let text = render(&d, Some(&scenario()));
+        for needle in ["symptoms (1):", "db2: exited with status 1", "fault candidates (1)", "db1: crash (SIGKILL)", "note: dump /d/x.tdump: 7 events"] {
+            assert!(text.contains(needle), "{needle} in\n{text}");
+        }
+    }
 }
+

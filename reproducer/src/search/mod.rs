@@ -522,3 +522,6 @@ impl<'a> Search<'a> {
         Ok(conf.met.then_some(conf))
     }
 }
+
+#[cfg(test)]
+mod tests;

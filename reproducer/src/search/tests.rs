@@ -1,0 +1,217 @@
+//! The search against a fake system: each test's `Fake` answers a plan the way a system
+//! with one known bug would (which fault fires, whether the oracle says "bug"), so every
+//! level, the confirmation, the minimization and the budget are checked without root.
+use std::cell::Cell;
+
+use super::runner::{Feedback, Runner};
+use super::*;
+use crate::analysis::binary::{Site, SiteKind};
+use crate::analysis::diagnose::{Candidate, Diagnosis, FaultGuess, Verdict};
+use crate::model::plan::{FaultPlan, Planned as PlannedAction, PlannedFault};
+
+const SCENARIO: &str = "name = \"kv\"\n\
+    [[nodes]]\nname = \"db1\"\ncommand = [\"kv\"]\naddress = \"10.8.0.1\"\n\
+    [[nodes]]\nname = \"db2\"\ncommand = [\"kv\"]\naddress = \"10.8.0.2\"\n\
+    [workload]\ncommand = [\"true\"]\n[oracle]\ncommand = [\"true\"]\n";
+
+/// Whether a run of a plan (with the faults that fired, the run's number) shows the bug.
+type BugOracle = dyn Fn(&FaultPlan, &[bool], u32) -> bool;
+
+/// A system under test: `bug` says whether a run with this plan shows the bug; a fault fires
+/// when its node ran its whole context (`functions` per node) and its nth call exists.
+struct Fake {
+    functions: Vec<Vec<String>>,
+    /// matching calls each syscall fault's node makes
+    calls: u32,
+    bug: Box<BugOracle>,
+    sites: Vec<u64>,
+    runs: Cell<u32>,
+}
+
+impl Fake {
+    fn new(bug: impl Fn(&FaultPlan, &[bool], u32) -> bool + 'static) -> Fake {
+        Fake { functions: vec![Vec::new(), Vec::new()], calls: 10, bug: Box::new(bug), sites: Vec::new(), runs: Cell::new(0) }
+    }
+
+    fn fires(&self, f: &PlannedFault) -> bool {
+        let ran = &self.functions[f.node];
+        let context = f.context().after_functions.iter().all(|s| ran.iter().any(|r| r == s));
+        match f.action {
+            PlannedAction::Syscall { nth, .. } => context && nth <= self.calls,
+            _ => context,
+        }
+    }
+}
+
+impl Runner for Fake {
+    fn run(&mut self, plan: &FaultPlan, dir: &Path) -> Result<Feedback> {
+        assert!(dir.join("schedule.toml").exists() || dir.file_name().unwrap().to_string_lossy().starts_with("confirm-"));
+        let run = self.runs.get() + 1;
+        self.runs.set(run);
+        let fired: Vec<bool> = plan.faults.iter().map(|f| self.fires(f)).collect();
+        let bug = (self.bug)(plan, &fired, run);
+        Ok(Feedback { bug, matched: vec![self.calls; plan.len()], fired, functions: self.functions.clone() })
+    }
+
+    fn injection_sites(&self, _binary: &Path, _symbol: &str) -> Result<Vec<Site>> {
+        let site = |offset| Site { offset, kind: SiteKind::OtherCall, callee: None, instruction: "call x".into() };
+        Ok(self.sites.iter().copied().map(site).collect())
+    }
+}
+
+fn candidate(guess: FaultGuess, node: usize, at_s: u64, preceding: &[&str]) -> Candidate {
+    Candidate {
+        guess,
+        node: Some(node),
+        who: ["db1", "db2"][node].into(),
+        pid: 10 + node as u32,
+        at_ns: at_s * 1_000_000_000,
+        occurrences: 1,
+        profile_per_s: None,
+        burst: 1,
+        preceding_functions: preceding.iter().map(|f| format!("/opt/kv:{f}")).collect(),
+        verdict: Verdict::Cause,
+        why: "production said so".into(),
+    }
+}
+
+fn crash() -> FaultGuess {
+    FaultGuess::Crash { signal: "SIGKILL".into(), sender: "chaos (pid 1)".into() }
+}
+
+fn diagnosis(candidates: Vec<Candidate>) -> Diagnosis {
+    Diagnosis { candidates, symptoms: Vec::new(), start_ns: 0, end_ns: 0, unmapped_events: 0, notes: Vec::new() }
+}
+
+fn search(fake: &mut Fake, d: &Diagnosis, max_runs: u32) -> (Result<SearchResult>, tempfile::TempDir) {
+    let scenario = Scenario::parse(SCENARIO, "t").unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let cfg = SearchConfig { target_rate: 0.8, max_runs, out: out.path().to_path_buf() };
+    let result = Search::new(&scenario, d, cfg, fake).and_then(Search::run);
+    (result, out)
+}
+
+fn has_kind(plan: &FaultPlan, kind: FaultKind) -> bool {
+    plan.faults.iter().any(|f| f.kind() == kind)
+}
+
+#[test]
+fn level_1_reproduces_and_minimization_drops_the_fault_not_needed() {
+    let d = diagnosis(vec![
+        candidate(crash(), 0, 1, &[]),
+        candidate(FaultGuess::Pause { duration_ms: 500, cause: "stopped".into() }, 1, 2, &[]),
+    ]);
+    let mut fake = Fake::new(|plan, _, _| has_kind(plan, FaultKind::Crash));
+    let (r, out) = search(&mut fake, &d, 150);
+    let r = r.unwrap();
+    assert_eq!(r.outcome, Outcome::Reproduced);
+    assert_eq!(r.level, 1);
+    let schedule = r.schedule.unwrap();
+    assert_eq!(schedule.faults.len(), 1, "{schedule:?}");
+    assert_eq!(schedule.faults[0].action, Action::Crash { signal: Some("SIGKILL".into()) });
+    assert_eq!(r.minimized.len(), 1);
+    assert!(r.minimized[0].contains("without fault 2 (pause of db2"), "{:?}", r.minimized);
+    let c = r.confirmation.unwrap();
+    assert!(c.met && c.bugs == c.runs, "{c:?}");
+    assert_eq!(r.runs, fake.runs.get(), "every run is counted");
+    assert_eq!((r.runs_to_first, r.schedules_tried), (Some(2), 1), "the fault-free check, then level 1");
+    // the attempt log: one file for all, one directory per attempt with its schedule
+    let log: serde_json::Value = serde_json::from_slice(&std::fs::read(out.path().join("attempts.json")).unwrap()).unwrap();
+    assert_eq!(log.as_array().unwrap().len(), r.attempts.len());
+    assert!(out.path().join("attempts/002/schedule.toml").exists());
+    assert!(Schedule::parse(&std::fs::read_to_string(out.path().join("attempts/002/schedule.toml")).unwrap(), "x").is_ok());
+}
+
+#[test]
+fn level_2_finds_the_nth_call() {
+    let refused = FaultGuess::Syscall { syscall: "connect".into(), errno: "ECONNREFUSED".into(), path: None, raw_path: None };
+    let d = diagnosis(vec![candidate(refused, 0, 1, &[])]);
+    let nth = |plan: &FaultPlan| match plan.faults.first().map(|f| &f.action) {
+        Some(PlannedAction::Syscall { nth, .. }) => *nth,
+        _ => 0,
+    };
+    let mut fake = Fake::new(move |plan, _, _| nth(plan) == 3);
+    let r = search(&mut fake, &d, 150).0.unwrap();
+    assert_eq!((r.outcome, r.level), (Outcome::Reproduced, 2));
+    assert!(matches!(r.schedule.unwrap().faults[0].action, Action::Syscall { nth: 3, .. }));
+    assert!(r.chosen[0].contains("at the matching call #3"), "{:?}", r.chosen);
+}
+
+#[test]
+fn the_nth_search_stops_where_the_calls_end() {
+    let refused = FaultGuess::Syscall { syscall: "connect".into(), errno: "ECONNREFUSED".into(), path: None, raw_path: None };
+    let d = diagnosis(vec![candidate(refused, 0, 1, &[])]);
+    let mut fake = Fake::new(|_, _, _| false);
+    fake.calls = 2;
+    let r = search(&mut fake, &d, 150).0.unwrap();
+    assert_eq!(r.outcome, Outcome::Missed("every level was tried and no schedule made the bug happen".into()));
+    assert_eq!(r.runs, 4, "fault-free, nth 1, nth 2, nth 3 (never fired, only 2 calls): then no more");
+    assert!(r.schedule.is_none() && r.confirmation.is_none());
+}
+
+#[test]
+fn level_2_grows_the_context_and_amplifies_to_the_node_that_ran_it() {
+    let d = diagnosis(vec![candidate(crash(), 0, 1, &["g", "f"])]);
+    let crash_after_g = |plan: &FaultPlan, fired: &[bool], _| {
+        plan.faults.iter().zip(fired).any(|(f, &fired)| fired && f.context().after_functions == ["g"])
+    };
+    let mut fake = Fake::new(crash_after_g);
+    fake.functions = vec![vec!["f".into()], vec!["g".into(), "f".into()]];
+    let r = search(&mut fake, &d, 150).0.unwrap();
+    assert_eq!((r.outcome, r.level), (Outcome::Reproduced, 2));
+    let f = &r.schedule.unwrap().faults[0];
+    assert_eq!((f.node.as_str(), f.context.after_functions.clone()), ("db2", vec!["g".to_string()]));
+    assert!(r.chosen[0].contains("moved to db2"), "{:?}", r.chosen);
+    assert!(r.attempts.iter().any(|a| a.what.starts_with("amplification: the same fault on db2")));
+}
+
+#[test]
+fn level_3_tries_the_sites_inside_the_last_context_function() {
+    let d = diagnosis(vec![candidate(crash(), 0, 1, &["g"])]);
+    let mut fake = Fake::new(|plan, _, _| plan.faults.first().is_some_and(|f| f.context().offset == Some(0x20)));
+    fake.functions = vec![vec!["g".into()], Vec::new()];
+    fake.sites = vec![0x10, 0x20, 0x30];
+    let r = search(&mut fake, &d, 150).0.unwrap();
+    assert_eq!((r.outcome, r.level), (Outcome::Reproduced, 3));
+    let f = &r.schedule.unwrap().faults[0];
+    assert_eq!(f.context, Context { after_functions: vec!["g".into()], offset: Some(0x20) });
+    assert!(!r.attempts.iter().any(|a| a.what.contains("+0x30")), "the search stops at the target");
+}
+
+#[test]
+fn a_rate_below_the_target_is_reported_as_missed_with_the_best_schedule() {
+    let d = diagnosis(vec![candidate(crash(), 0, 1, &[])]);
+    let mut fake = Fake::new(|plan, _, run| !plan.is_empty() && run % 2 == 0);
+    let r = search(&mut fake, &d, 150).0.unwrap();
+    let Outcome::Missed(why) = &r.outcome else { panic!("half the time is below 80%") };
+    assert!(why.starts_with("every level was tried; the best schedule reproduced the bug"), "{why}");
+    let c = r.confirmation.unwrap();
+    assert!(!c.met && c.bugs > 0 && c.bugs < c.runs, "{c:?}");
+    assert!(r.schedule.is_some() && r.minimized.is_empty());
+}
+
+#[test]
+fn the_run_budget_stops_the_search_with_what_it_found() {
+    let d = diagnosis(vec![candidate(crash(), 0, 1, &["g", "f"])]);
+    let mut fake = Fake::new(|_, _, _| false);
+    fake.functions = vec![vec!["g".into(), "f".into()], Vec::new()];
+    let r = search(&mut fake, &d, 3).0.unwrap();
+    assert_eq!(r.outcome, Outcome::Missed("the run budget (--max-runs 3) is spent; no schedule made the bug happen".into()));
+    assert_eq!((r.runs, fake.runs.get()), (3, 3));
+}
+
+#[test]
+fn an_oracle_that_fires_without_faults_is_an_error() {
+    let d = diagnosis(vec![candidate(crash(), 0, 1, &[])]);
+    let mut fake = Fake::new(|_, _, _| true);
+    let e = search(&mut fake, &d, 150).0.err().unwrap().to_string();
+    assert!(e.contains("the oracle fires in a fault-free run") && e.contains("attempts/001"), "{e}");
+}
+
+#[test]
+fn nothing_to_inject_is_an_error() {
+    let mut fake = Fake::new(|_, _, _| false);
+    let e = search(&mut fake, &diagnosis(Vec::new()), 150).0.err().unwrap().to_string();
+    assert!(e.contains("nothing to search"), "{e}");
+    assert_eq!(fake.runs.get(), 0);
+}
