@@ -158,12 +158,16 @@ struct tracerd_open_file {
 	char path[TRACERD_PATH_LEN];
 };
 
-/* Value of conns, keyed by the struct sock pointer. */
+/* Value of conns, keyed by the struct sock pointer. Kept current by periodic looks at the
+ * socket's own receive counters, not per packet. */
 struct tracerd_conn {
-	__u64 last_ns;
-	__u64 packets;
+	__u64 last_ns;    /* boot time of the last segment received, as of the last look */
+	__u64 packets;    /* segments received by then */
+	__u64 checked_ns; /* the last look: nothing arrived between last_ns and this */
 	__u32 pid;
-	__u32 reserved;
+	__u32 segs_in;    /* the socket's own segment counter at the last look (wraps) */
+	__u32 rx_ack_j;   /* its jiffies of the last ACK and the last data received, then */
+	__u32 rx_data_j;
 	char comm[TRACERD_COMM_LEN];
 	struct tracerd_addr local;
 	struct tracerd_addr peer;

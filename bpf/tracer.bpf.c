@@ -9,6 +9,12 @@
  * check. Strings are copied only where they cannot be recovered later: the
  * path argument of a failed call and the path of a successful open.
  *
+ * Network gaps cost nothing per packet: no program runs on the receive path.
+ * User space runs look_connections every few tens of milliseconds, which reads
+ * each watched socket's own receive counter and time stamp (segs_in, the
+ * jiffies of the last received ACK or data); the close hook does the same
+ * look once more.
+ *
  * Counting (for profiles): every uprobe hit of a target bumps its function's
  * per-CPU counter; with count_syscalls set, every syscall of a target bumps a
  * (process, syscall) counter. Both switches are read-only data, so the
@@ -59,6 +65,11 @@ const volatile __u32 function_events = 1; /* 0 = uprobe hits are only counted */
 
 /* Threads currently in `pauses`; lets sched_switch skip the lookup when 0. */
 __u64 pending_pauses = 0;
+
+/* jiffies and monotonic time at the first look: the tick rate measured since then
+ * converts the sockets' jiffies time stamps without needing the kernel's HZ. */
+__u64 calib_jiffies = 0;
+__u64 calib_mono_ns = 0;
 
 /* Anchors so that the skeleton emits Rust types for every record. */
 struct tracerd_syscall_failure _sf = {};
@@ -369,6 +380,24 @@ static __always_inline int track_open(struct pt_regs *regs, long nr, long fd)
 	return 0;
 }
 
+/* Start watching a connection (c carries pid and comm): its silence is measured from now. */
+static __always_inline void watch_conn(struct sock *sk, struct tracerd_conn *c)
+{
+	__u64 key = (__u64)sk;
+
+	sock_endpoints(sk, &c->local, &c->peer);
+	if (!c->peer.family)
+		return;
+	c->last_ns = bpf_ktime_get_boot_ns();
+	c->checked_ns = c->last_ns;
+	c->segs_in = BPF_CORE_READ((struct tcp_sock *)sk, segs_in);
+	c->rx_ack_j = BPF_CORE_READ((struct tcp_sock *)sk, rcv_tstamp);
+	c->rx_data_j = BPF_CORE_READ((struct tcp_sock *)sk, inet_conn.icsk_ack.lrcvtime);
+	c->packets = c->segs_in;
+	if (bpf_map_update_elem(&conns, &key, c, BPF_ANY))
+		count(TRACERD_CNT_CONNS_FULL);
+}
+
 /* Start watching a TCP connection that a target process connected or accepted. */
 static __always_inline int track_socket(long fd)
 {
@@ -376,7 +405,6 @@ static __always_inline int track_socket(long fd)
 	struct tracerd_conn c = {};
 	struct file *f;
 	struct sock *sk;
-	__u64 key;
 
 	if (!is_target(tgid))
 		return 0;
@@ -386,15 +414,9 @@ static __always_inline int track_socket(long fd)
 	sk = file_sock(f);
 	if (!sk || BPF_CORE_READ(sk, sk_type) != SOCK_STREAM)
 		return 0;
-	sock_endpoints(sk, &c.local, &c.peer);
-	if (!c.peer.family)
-		return 0;
-	c.last_ns = bpf_ktime_get_boot_ns();
 	c.pid = tgid;
 	bpf_get_current_comm(c.comm, sizeof(c.comm));
-	key = (__u64)sk;
-	if (bpf_map_update_elem(&conns, &key, &c, BPF_ANY))
-		count(TRACERD_CNT_CONNS_FULL);
+	watch_conn(sk, &c);
 	return 0;
 }
 
@@ -595,45 +617,111 @@ static __always_inline void emit_gap(struct tracerd_conn *c, __u64 now, __u32 on
 	submit(e);
 }
 
-SEC("tp_btf/tcp_probe")
-int BPF_PROG(on_tcp_probe, struct sock *sk, const struct sk_buff *skb)
+/* Nanoseconds per jiffy, measured since the first look (0 before a tick has passed). */
+static __always_inline __u64 ns_per_jiffy(__u64 now_j)
 {
-	__u64 key = (__u64)sk;
-	struct tracerd_conn *c = bpf_map_lookup_elem(&conns, &key);
-	__u64 now;
-
-	if (!c) {
-		struct tracerd_conn fresh = {};
-		if (filter_targets)
-			return 0;
-		sock_endpoints(sk, &fresh.local, &fresh.peer);
-		fresh.last_ns = bpf_ktime_get_boot_ns();
-		fresh.packets = 1;
-		if (bpf_map_update_elem(&conns, &key, &fresh, BPF_NOEXIST))
-			count(TRACERD_CNT_CONNS_FULL);
+	if (!calib_mono_ns || now_j <= calib_jiffies)
 		return 0;
+	return (bpf_ktime_get_ns() - calib_mono_ns) / (now_j - calib_jiffies);
+}
+
+/* Boot time of a jiffies time stamp of the socket. */
+static __always_inline __u64 stamp_ns(__u32 stamp, __u64 now, __u64 now_j, __u64 per_jiffy)
+{
+	return now - (__u64)(__u32)((__u32)now_j - stamp) * per_jiffy;
+}
+
+/* Reads the socket's own receive state into c. Segments that arrived since the previous
+ * look end the silence before them; when it lasted longer than gap_ns it is recorded. The
+ * first of them arrived after checked_ns, and at the latest when the earlier of the two
+ * time stamps that moved says (exactly, when it is the only segment or a reply's ACK
+ * follows the data that ended the silence). */
+static __always_inline void look(struct sock *sk, struct tracerd_conn *c, __u64 now, __u64 now_j,
+				 __u64 per_jiffy)
+{
+	struct tcp_sock *tp = (struct tcp_sock *)sk;
+	__u32 segs = BPF_CORE_READ(tp, segs_in);
+	__u32 ack_j = BPF_CORE_READ(tp, rcv_tstamp);
+	/* the fast path takes data without updating rcv_tstamp; lrcvtime has it */
+	__u32 data_j = BPF_CORE_READ(tp, inet_conn.icsk_ack.lrcvtime);
+	__u32 fresh = segs - c->segs_in;
+	__u64 first = (__u64)-1, last = c->checked_ns, t;
+
+	if (!fresh) {
+		c->checked_ns = now;
+		return;
 	}
-	now = bpf_ktime_get_boot_ns();
-	if (now - c->last_ns > gap_ns)
-		emit_gap(c, now, 0);
-	c->last_ns = now;
-	c->packets += 1;
+	if (ack_j != c->rx_ack_j) {
+		t = stamp_ns(ack_j, now, now_j, per_jiffy);
+		first = t < first ? t : first;
+		last = t > last ? t : last;
+	}
+	if (data_j != c->rx_data_j) {
+		t = stamp_ns(data_j, now, now_j, per_jiffy);
+		first = t < first ? t : first;
+		last = t > last ? t : last;
+	}
+	if (first == (__u64)-1 || first < c->checked_ns)
+		first = c->checked_ns;
+	if (first > c->last_ns && first - c->last_ns > gap_ns)
+		emit_gap(c, first, 0);
+	c->last_ns = last;
+	c->packets += fresh;
+	c->segs_in = segs;
+	c->rx_ack_j = ack_j;
+	c->rx_data_j = data_j;
+	c->checked_ns = now;
+}
+
+struct look_ctx {
+	__u64 now;
+	__u64 now_j;
+	__u64 per_jiffy;
+};
+
+static long look_one(struct bpf_map *map, __u64 *key, struct tracerd_conn *c, struct look_ctx *ctx)
+{
+	look((struct sock *)*key, c, ctx->now, ctx->now_j, ctx->per_jiffy);
+	return 0;
+}
+
+/* Run by user space (BPF_PROG_TEST_RUN), never attached: one look at every watched socket. */
+SEC("raw_tp")
+int look_connections(void *ctx)
+{
+	struct look_ctx lc = { .now_j = bpf_jiffies64() };
+
+	if (!calib_mono_ns) {
+		calib_jiffies = lc.now_j;
+		calib_mono_ns = bpf_ktime_get_ns();
+	}
+	lc.per_jiffy = ns_per_jiffy(lc.now_j);
+	lc.now = bpf_ktime_get_boot_ns();
+	bpf_for_each_map_elem(&conns, look_one, &lc, 0);
 	return 0;
 }
 
 SEC("tp_btf/inet_sock_set_state")
-int BPF_PROG(on_sock_state, const struct sock *sk, const int oldstate, const int newstate)
+int BPF_PROG(on_sock_state, struct sock *sk, const int oldstate, const int newstate)
 {
 	__u64 key = (__u64)sk;
 	struct tracerd_conn *c;
+	__u64 now, now_j;
 
+	if (newstate == TCP_ESTABLISHED && !filter_targets) {
+		struct tracerd_conn fresh = {};
+		watch_conn(sk, &fresh);
+		return 0;
+	}
 	if (newstate != TCP_CLOSE)
 		return 0;
 	c = bpf_map_lookup_elem(&conns, &key);
 	if (!c)
 		return 0;
-	__u64 now = bpf_ktime_get_boot_ns();
-	/* a connection that dies silent never sees the packet that ends its gap */
+	now = bpf_ktime_get_boot_ns();
+	now_j = bpf_jiffies64();
+	look(sk, c, now, now_j, ns_per_jiffy(now_j));
+	/* a connection that dies silent never sees the segment that ends its gap */
 	if (now - c->last_ns > gap_ns)
 		emit_gap(c, now, 1);
 	bpf_map_delete_elem(&conns, &key);

@@ -1,11 +1,14 @@
 /*
- * syscall_bench MODE N: N back-to-back syscalls, prints the mean ns per call.
+ * syscall_bench MODE N [stop]: N back-to-back syscalls, prints the mean ns per call.
  *   ok   - getppid(), a cheap call that succeeds
  *   fail - close(-1), a cheap call that fails with EBADF
+ *   stop - stops itself first (SIGSTOP), so that a tracer that targets a pid can
+ *          attach before the timed loop; continue it with SIGCONT
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -23,6 +26,8 @@ int main(int argc, char **argv)
 		return 2;
 	long n = atol(argv[2]);
 	int fail = !strcmp(argv[1], "fail");
+	if (argc > 3 && !strcmp(argv[3], "stop"))
+		raise(SIGSTOP);
 	double t0 = now_ns();
 	for (long i = 0; i < n; i++) {
 		if (fail)

@@ -41,6 +41,8 @@ pub struct Engine {
     /// function ids whose uprobe could not be attached (tolerate_unattachable_functions)
     unattached: Vec<usize>,
     initial_processes: Vec<ProcInfo>,
+    /// how often the watched connections' receive counters are read (see `look_at_connections`)
+    look_every: Duration,
 }
 
 fn check_host() -> Result<()> {
@@ -90,7 +92,9 @@ impl Engine {
             uprobe_attach_failed: 0,
             unattached: Vec::new(),
             initial_processes,
+            look_every: look_period(config.gap_ms),
         };
+        engine.look_at_connections()?;
         engine.attach_uprobes(config.tolerate_unattachable_functions)?;
         log::info!("{}", kernel::summary());
         Ok(engine)
@@ -290,11 +294,17 @@ impl Engine {
             0
         })?;
         let ring = builder.build()?;
+        let mut last_look = std::time::Instant::now();
         loop {
-            match ring.poll(tick) {
+            match ring.poll(tick.min(self.look_every)) {
                 Ok(()) => {}
                 Err(e) if e.kind() == libbpf_rs::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e.into()),
+            }
+            // Before draining, so that silences that just ended are in the ring a dump reads.
+            if last_look.elapsed() >= self.look_every {
+                self.look_at_connections()?;
+                last_look = std::time::Instant::now();
             }
             // Drain whatever arrived below the wakeup threshold, so commands see fresh data.
             ring.consume()?;
@@ -338,7 +348,15 @@ impl Engine {
         Ok(out)
     }
 
-    /// Watched connections (for gaps still open at dump time).
+    /// Reads every watched connection's receive counter and time stamp in the kernel:
+    /// records the silences that ended since the previous look and refreshes what
+    /// `connections` returns. Nothing runs per packet; this is the whole cost of gaps.
+    pub fn look_at_connections(&self) -> Result<()> {
+        self.skel.progs.look_connections.test_run(libbpf_rs::ProgramInput::default()).context("reading the watched connections")?;
+        Ok(())
+    }
+
+    /// Watched connections as of the last look (for gaps still open at dump time).
     pub fn connections(&self) -> Result<Vec<tracerd_conn>> {
         let batch = self.skel.maps.conns.lookup_batch(1024, MapFlags::ANY, MapFlags::ANY)?;
         Ok(batch.filter_map(|(_, v)| read_struct::<tracerd_conn>(&v)).collect())
@@ -354,6 +372,12 @@ impl Engine {
             })
             .collect())
     }
+}
+
+/// The period of `look_at_connections`: a tenth of the gap threshold, between 10 and 100 ms.
+/// A silence's end is known to within this period.
+fn look_period(gap_ms: u64) -> Duration {
+    Duration::from_millis((gap_ms / 10).clamp(10, 100))
 }
 
 /// Sum of a per-CPU u64 value.
