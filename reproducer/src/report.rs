@@ -212,6 +212,7 @@ mod tests {
             profile_per_s: None,
             burst: 1,
             preceding_functions: Vec::new(),
+            routine: false,
             verdict,
             why: String::new(),
         };

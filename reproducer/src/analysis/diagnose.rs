@@ -122,7 +122,7 @@ impl BaselineRates {
         Ok(BaselineRates::from_profile(p))
     }
 
-    pub fn from_profile(p: crate::profile::Profile) -> BaselineRates {
+    pub fn from_profile(p: super::profile::Profile) -> BaselineRates {
         let failures = p.failures.into_iter().map(|f| ((f.node, f.syscall, f.errno, f.path), f.per_second)).collect();
         let gaps = p.gaps.into_iter().map(|g| ((g.node, g.peer, g.port), g.longest_ms)).collect();
         BaselineRates { scenario: p.scenario, failures, gaps }
@@ -306,7 +306,7 @@ impl Builder<'_> {
                 continue;
             }
             let (Some(a), Some(b)) = (a, b) else { continue };
-            let port = crate::profile::service_port(local, peer);
+            let port = super::profile::service_port(local, peer);
             let d = g.duration_ms;
             // the event's time stamp is when the silence began
             let (start, end) = (t.at_ns, t.at_ns + d * 1_000_000);
@@ -706,164 +706,168 @@ mod tests {
         assert_eq!(poisson_tail(0.0, 1), 0.0);
     }
 
-    use tracedump::event::{Event, NetworkGap, PauseCause, ProcessChange, SyscallFailure};
+    /// Gap, consequence and routine-failure rules on timelines with a dump time and three nodes.
+    mod judged {
+        use super::super::*;
+        use tracedump::event::{Event, NetworkGap, PauseCause, ProcessChange, SyscallFailure};
 
-    use crate::timeline::DumpInfo;
+        use crate::analysis::timeline::DumpInfo;
 
-    const S: u64 = 1_000_000_000;
-    const DUMP_AT: u64 = 200 * S;
+        const S: u64 = 1_000_000_000;
+        const DUMP_AT: u64 = 200 * S;
 
-    fn scenario() -> Scenario {
-        let node = |n: &str, i: u8| format!("[[nodes]]\nname = \"{n}\"\ncommand = [\"srv\", \"{n}\"]\naddress = \"10.9.0.{i}\"\nmatch = \"{n}\"\n");
-        let text = format!("name = \"t\"\n{}{}{}[workload]\ncommand = [\"true\"]\n[oracle]\ncommand = [\"false\"]\n", node("a", 1), node("b", 2), node("c", 3));
-        Scenario::parse(&text, "t").unwrap()
-    }
-
-    fn event(at_ns: u64, node: usize, what: What) -> TimedEvent {
-        let pid = 100 + node as u32;
-        TimedEvent { at_ns, node: Some(node), dump: 0, event: Event { ts_ns: at_ns, realtime_ns: at_ns, host: "h".into(), pid, tid: pid, comm: "srv".into(), what } }
-    }
-
-    fn gap(at_ns: u64, node: usize, local: &str, peer: &str, ms: u64, packets: u64, ongoing: bool) -> TimedEvent {
-        let g = NetworkGap { local: Some(local.parse().unwrap()), peer: Some(peer.parse().unwrap()), duration_ms: ms, packets, ongoing };
-        event(at_ns, node, What::NetworkGap(g))
-    }
-
-    fn failure(at_ns: u64, node: usize, syscall: &str, errno: &str, path: Option<&str>) -> TimedEvent {
-        let f = SyscallFailure { syscall: syscall.into(), ret: -1, errno: Some(errno.into()), fd: None, path: path.map(String::from), peer: None };
-        event(at_ns, node, What::SyscallFailure(f))
-    }
-
-    fn state(at_ns: u64, node: usize, state: State) -> TimedEvent {
-        event(at_ns, node, What::ProcessState(ProcessChange { state, signal: None, sender: None, ongoing: false }))
-    }
-
-    fn timeline(mut events: Vec<TimedEvent>) -> Timeline {
-        events.sort_by_key(|e| e.at_ns);
-        let dump = DumpInfo { path: "d.tdump".into(), host: "h".into(), events: events.len(), mapped_processes: 3, processes: 3, interfaces: Vec::new(), taken_ns: DUMP_AT, lost_events: 0 };
-        Timeline { events, dumps: vec![dump], functions: Vec::new() }
-    }
-
-    fn partitions(d: &Diagnosis, verdict: Verdict) -> Vec<&Candidate> {
-        d.candidates.iter().filter(|c| matches!(c.guess, FaultGuess::Partition { .. }) && c.verdict == verdict).collect()
-    }
-
-    #[test]
-    fn gaps_and_pauses_start_at_their_time_stamp() {
-        let s = scenario();
-        // a known silence: a and b hear nothing from each other from 100 s to 104 s
-        let t = timeline(vec![
-            gap(100 * S, 0, "10.9.0.1:41000", "10.9.0.2:7000", 4000, 50, false),
-            gap(100 * S + S / 10, 1, "10.9.0.2:7000", "10.9.0.1:41000", 3900, 48, false),
-            // ongoing at the dump: silent for the last 9.6 s of the window, on two connections
-            gap(DUMP_AT - 9600 * 1_000_000, 0, "10.9.0.1:41001", "10.9.0.3:7000", 9600, 10, true),
-            gap(DUMP_AT - 9500 * 1_000_000, 2, "10.9.0.3:41002", "10.9.0.1:7001", 9500, 10, true),
-            state(50 * S, 2, State::Paused { cause: PauseCause::Stopped, duration_ms: 2000 }),
-        ]);
-        let d = diagnose(&t, Some(&s), None);
-        let cut = partitions(&d, Verdict::Cause);
-        assert_eq!(cut.len(), 2, "{:#?}", d.candidates);
-        assert_eq!((cut[0].at_ns, cut[0].guess.clone()), (100 * S + S / 10, FaultGuess::Partition { peer: 1, duration_ms: 3900 }), "the time every connection was silent");
-        assert_eq!(cut[1].at_ns, DUMP_AT - 9500 * 1_000_000, "an ongoing gap starts 9.5 s before the dump, not 19 s");
-        let pause = d.candidates.iter().find(|c| matches!(c.guess, FaultGuess::Pause { .. })).unwrap();
-        assert_eq!(pause.at_ns, 50 * S);
-    }
-
-    #[test]
-    fn idle_connections_are_not_partitions() {
-        let s = scenario();
-        let mut events: Vec<TimedEvent> = (0..20).map(|i| gap((100 + i) * S, 1, "10.9.0.2:41000", "10.9.0.1:6380", 1000, 10 + i, false)).collect();
-        events.push(gap(130 * S, 1, "10.9.0.2:41000", "10.9.0.1:6380", 4067, 40, false));
-        // a keep-alive connection to c, silent until the dump: idle or cut, nothing says which
-        events.push(gap(150 * S, 0, "10.9.0.1:41005", "10.9.0.3:2379", 50_000, 3, true));
-        let t = timeline(events);
-        let mut baseline = BaselineRates::default();
-        baseline.gaps.insert(("b".into(), "a".into(), 6380), 1050);
-        let d = diagnose(&t, Some(&s), Some(&baseline));
-        let cut = partitions(&d, Verdict::Cause);
-        assert_eq!(cut.len(), 1, "{:#?}", d.candidates);
-        assert_eq!((cut[0].at_ns, cut[0].guess.clone()), (130 * S, FaultGuess::Partition { peer: 1, duration_ms: 4067 }));
-        let idle = partitions(&d, Verdict::Benign);
-        assert_eq!(idle.len(), 2, "the idle gaps folded into one, the keep-alive apart: {idle:#?}");
-        assert_eq!(idle.iter().map(|c| c.occurrences).max(), Some(20));
-        // without the profile, the idle pings are not chained into one long partition
-        let d = diagnose(&t, Some(&s), None);
-        assert!(partitions(&d, Verdict::Cause).iter().all(|c| partition_ms(c) <= 4067), "{:#?}", d.candidates);
-    }
-
-    #[test]
-    fn a_partition_needs_corroboration() {
-        let s = scenario();
-        let torn = timeline(vec![gap(100 * S, 0, "10.9.0.1:41000", "10.9.0.2:7000", 5000, 9, true)]);
-        let d = diagnose(&torn, Some(&s), None);
-        assert_eq!(partitions(&d, Verdict::Cause).len(), 1, "closed while silent, long before the dump: {:#?}", d.candidates);
-        let together = timeline(vec![
-            gap(DUMP_AT - 8 * S, 0, "10.9.0.1:41000", "10.9.0.2:7000", 8000, 9, true),
-            gap(DUMP_AT - 8 * S, 1, "10.9.0.2:7000", "10.9.0.1:41000", 8000, 9, true),
-        ]);
-        let d = diagnose(&together, Some(&s), None);
-        assert_eq!(partitions(&d, Verdict::Benign).len(), 1, "both ends of one idle connection are one connection: {:#?}", d.candidates);
-        let mut events = together.events.clone();
-        events.push(gap(DUMP_AT - 7 * S, 1, "10.9.0.2:41009", "10.9.0.1:7001", 7000, 9, true));
-        let d = diagnose(&timeline(events), Some(&s), None);
-        assert_eq!(partitions(&d, Verdict::Cause).len(), 1, "two connections silent together: {:#?}", d.candidates);
-    }
-
-    #[test]
-    fn self_connections_and_connects_that_never_completed_are_not_partitions() {
-        let s = scenario();
-        let t = timeline(vec![
-            gap(100 * S, 0, "10.9.0.1:2379", "10.9.0.1:41000", 9000, 30, false),
-            gap(100 * S, 0, "10.9.0.1:41001", "10.9.0.2:2380", 9565, 0, true),
-            gap(120 * S, 0, "10.9.0.1:41002", "10.9.0.2:2380", 9565, 0, false),
-        ]);
-        let d = diagnose(&t, Some(&s), None);
-        assert!(partitions(&d, Verdict::Cause).is_empty(), "{:#?}", d.candidates);
-        assert!(d.notes.iter().any(|n| n.contains("to itself")), "{:?}", d.notes);
-    }
-
-    #[test]
-    fn failures_after_the_first_symptom_are_consequences() {
-        let s = scenario();
-        let t = timeline(vec![
-            failure(5 * S, 0, "read", "EIO", Some("/data/snap.1")),
-            state(10 * S, 0, State::Exited { code: 1 }),
-            failure(11 * S, 1, "epoll_wait", "EINTR", None),
-            failure(12 * S, 1, "openat", "ENOENT", Some("/usr/share/locale/de/LC_MESSAGES/libc.mo")),
-            failure(13 * S, 2, "mkdir", "EEXIST", Some("/data/recovery")),
-            state(14 * S, 1, State::Exited { code: 1 }),
-        ]);
-        let d = diagnose(&t, Some(&s), None);
-        let causes: Vec<&Candidate> = d.causes().collect();
-        assert_eq!(causes.len(), 1, "{causes:#?}");
-        assert!(matches!(&causes[0].guess, FaultGuess::Syscall { syscall, .. } if syscall == "read"));
-        let late = d.candidates.iter().filter(|c| c.verdict == Verdict::Late).count();
-        assert_eq!(late, 3, "shown, set aside: {:#?}", d.candidates);
-        assert!(render(&d, Some(&s)).contains("after the first symptom"));
-    }
-
-    #[test]
-    fn failures_of_normal_operation_rank_last() {
-        let s = scenario();
-        let mut events = Vec::new();
-        for i in 0..40 {
-            events.push(failure(10 * S + i * S / 40, 0, "epoll_ctl", "EPERM", None));
-            events.push(failure(10 * S + i * S / 40, 0, "connect", "EINPROGRESS", None));
-            events.push(failure(10 * S + i * S / 40, 0, "futex", "ETIMEDOUT", None));
+        fn scenario() -> Scenario {
+            let node = |n: &str, i: u8| format!("[[nodes]]\nname = \"{n}\"\ncommand = [\"srv\", \"{n}\"]\naddress = \"10.9.0.{i}\"\nmatch = \"{n}\"\n");
+            let text = format!("name = \"t\"\n{}{}{}[workload]\ncommand = [\"true\"]\n[oracle]\ncommand = [\"false\"]\n", node("a", 1), node("b", 2), node("c", 3));
+            Scenario::parse(&text, "t").unwrap()
         }
-        events.push(failure(30 * S, 1, "fsync", "EIO", Some("/data/wal.3")));
-        events.push(failure(31 * S, 1, "read", "EAGAIN", None));
-        let t = timeline(events);
-        let mut baseline = BaselineRates::default();
-        for (sys, errno) in [("epoll_ctl", "EPERM"), ("connect", "EINPROGRESS"), ("futex", "ETIMEDOUT")] {
-            baseline.failures.insert(("a".into(), sys.into(), errno.into(), None), 0.5);
+
+        fn event(at_ns: u64, node: usize, what: What) -> TimedEvent {
+            let pid = 100 + node as u32;
+            TimedEvent { at_ns, node: Some(node), dump: 0, event: Event { ts_ns: at_ns, realtime_ns: at_ns, host: "h".into(), pid, tid: pid, comm: "srv".into(), what } }
         }
-        for b in [Some(&baseline), None] {
-            let d = diagnose(&t, Some(&s), b);
+
+        fn gap(at_ns: u64, node: usize, local: &str, peer: &str, ms: u64, packets: u64, ongoing: bool) -> TimedEvent {
+            let g = NetworkGap { local: Some(local.parse().unwrap()), peer: Some(peer.parse().unwrap()), duration_ms: ms, packets, ongoing };
+            event(at_ns, node, What::NetworkGap(g))
+        }
+
+        fn failure(at_ns: u64, node: usize, syscall: &str, errno: &str, path: Option<&str>) -> TimedEvent {
+            let f = SyscallFailure { syscall: syscall.into(), ret: -1, errno: Some(errno.into()), fd: None, path: path.map(String::from), peer: None };
+            event(at_ns, node, What::SyscallFailure(f))
+        }
+
+        fn state(at_ns: u64, node: usize, state: State) -> TimedEvent {
+            event(at_ns, node, What::ProcessState(ProcessChange { state, signal: None, sender: None, ongoing: false }))
+        }
+
+        fn timeline(mut events: Vec<TimedEvent>) -> Timeline {
+            events.sort_by_key(|e| e.at_ns);
+            let dump = DumpInfo { path: "d.tdump".into(), host: "h".into(), events: events.len(), mapped_processes: 3, processes: 3, interfaces: Vec::new(), taken_ns: DUMP_AT, lost_events: 0 };
+            Timeline { events, dumps: vec![dump], functions: Vec::new() }
+        }
+
+        fn partitions(d: &Diagnosis, verdict: Verdict) -> Vec<&Candidate> {
+            d.candidates.iter().filter(|c| matches!(c.guess, FaultGuess::Partition { .. }) && c.verdict == verdict).collect()
+        }
+
+        #[test]
+        fn gaps_and_pauses_start_at_their_time_stamp() {
+            let s = scenario();
+            // a known silence: a and b hear nothing from each other from 100 s to 104 s
+            let t = timeline(vec![
+                gap(100 * S, 0, "10.9.0.1:41000", "10.9.0.2:7000", 4000, 50, false),
+                gap(100 * S + S / 10, 1, "10.9.0.2:7000", "10.9.0.1:41000", 3900, 48, false),
+                // ongoing at the dump: silent for the last 9.6 s of the window, on two connections
+                gap(DUMP_AT - 9600 * 1_000_000, 0, "10.9.0.1:41001", "10.9.0.3:7000", 9600, 10, true),
+                gap(DUMP_AT - 9500 * 1_000_000, 2, "10.9.0.3:41002", "10.9.0.1:7001", 9500, 10, true),
+                state(50 * S, 2, State::Paused { cause: PauseCause::Stopped, duration_ms: 2000 }),
+            ]);
+            let d = diagnose(&t, Some(&s), None);
+            let cut = partitions(&d, Verdict::Cause);
+            assert_eq!(cut.len(), 2, "{:#?}", d.candidates);
+            assert_eq!((cut[0].at_ns, cut[0].guess.clone()), (100 * S + S / 10, FaultGuess::Partition { peer: 1, duration_ms: 3900 }), "the time every connection was silent");
+            assert_eq!(cut[1].at_ns, DUMP_AT - 9500 * 1_000_000, "an ongoing gap starts 9.5 s before the dump, not 19 s");
+            let pause = d.candidates.iter().find(|c| matches!(c.guess, FaultGuess::Pause { .. })).unwrap();
+            assert_eq!(pause.at_ns, 50 * S);
+        }
+
+        #[test]
+        fn idle_connections_are_not_partitions() {
+            let s = scenario();
+            let mut events: Vec<TimedEvent> = (0..20).map(|i| gap((100 + i) * S, 1, "10.9.0.2:41000", "10.9.0.1:6380", 1000, 10 + i, false)).collect();
+            events.push(gap(130 * S, 1, "10.9.0.2:41000", "10.9.0.1:6380", 4067, 40, false));
+            // a keep-alive connection to c, silent until the dump: idle or cut, nothing says which
+            events.push(gap(150 * S, 0, "10.9.0.1:41005", "10.9.0.3:2379", 50_000, 3, true));
+            let t = timeline(events);
+            let mut baseline = BaselineRates::default();
+            baseline.gaps.insert(("b".into(), "a".into(), 6380), 1050);
+            let d = diagnose(&t, Some(&s), Some(&baseline));
+            let cut = partitions(&d, Verdict::Cause);
+            assert_eq!(cut.len(), 1, "{:#?}", d.candidates);
+            assert_eq!((cut[0].at_ns, cut[0].guess.clone()), (130 * S, FaultGuess::Partition { peer: 1, duration_ms: 4067 }));
+            let idle = partitions(&d, Verdict::Benign);
+            assert_eq!(idle.len(), 2, "the idle gaps folded into one, the keep-alive apart: {idle:#?}");
+            assert_eq!(idle.iter().map(|c| c.occurrences).max(), Some(20));
+            // without the profile, the idle pings are not chained into one long partition
+            let d = diagnose(&t, Some(&s), None);
+            assert!(partitions(&d, Verdict::Cause).iter().all(|c| partition_ms(c) <= 4067), "{:#?}", d.candidates);
+        }
+
+        #[test]
+        fn a_partition_needs_corroboration() {
+            let s = scenario();
+            let torn = timeline(vec![gap(100 * S, 0, "10.9.0.1:41000", "10.9.0.2:7000", 5000, 9, true)]);
+            let d = diagnose(&torn, Some(&s), None);
+            assert_eq!(partitions(&d, Verdict::Cause).len(), 1, "closed while silent, long before the dump: {:#?}", d.candidates);
+            let together = timeline(vec![
+                gap(DUMP_AT - 8 * S, 0, "10.9.0.1:41000", "10.9.0.2:7000", 8000, 9, true),
+                gap(DUMP_AT - 8 * S, 1, "10.9.0.2:7000", "10.9.0.1:41000", 8000, 9, true),
+            ]);
+            let d = diagnose(&together, Some(&s), None);
+            assert_eq!(partitions(&d, Verdict::Benign).len(), 1, "both ends of one idle connection are one connection: {:#?}", d.candidates);
+            let mut events = together.events.clone();
+            events.push(gap(DUMP_AT - 7 * S, 1, "10.9.0.2:41009", "10.9.0.1:7001", 7000, 9, true));
+            let d = diagnose(&timeline(events), Some(&s), None);
+            assert_eq!(partitions(&d, Verdict::Cause).len(), 1, "two connections silent together: {:#?}", d.candidates);
+        }
+
+        #[test]
+        fn self_connections_and_connects_that_never_completed_are_not_partitions() {
+            let s = scenario();
+            let t = timeline(vec![
+                gap(100 * S, 0, "10.9.0.1:2379", "10.9.0.1:41000", 9000, 30, false),
+                gap(100 * S, 0, "10.9.0.1:41001", "10.9.0.2:2380", 9565, 0, true),
+                gap(120 * S, 0, "10.9.0.1:41002", "10.9.0.2:2380", 9565, 0, false),
+            ]);
+            let d = diagnose(&t, Some(&s), None);
+            assert!(partitions(&d, Verdict::Cause).is_empty(), "{:#?}", d.candidates);
+            assert!(d.notes.iter().any(|n| n.contains("to itself")), "{:?}", d.notes);
+        }
+
+        #[test]
+        fn failures_after_the_first_symptom_are_consequences() {
+            let s = scenario();
+            let t = timeline(vec![
+                failure(5 * S, 0, "read", "EIO", Some("/data/snap.1")),
+                state(10 * S, 0, State::Exited { code: 1 }),
+                failure(11 * S, 1, "epoll_wait", "EINTR", None),
+                failure(12 * S, 1, "openat", "ENOENT", Some("/usr/share/locale/de/LC_MESSAGES/libc.mo")),
+                failure(13 * S, 2, "mkdir", "EEXIST", Some("/data/recovery")),
+                state(14 * S, 1, State::Exited { code: 1 }),
+            ]);
+            let d = diagnose(&t, Some(&s), None);
             let causes: Vec<&Candidate> = d.causes().collect();
-            assert!(matches!(&causes[0].guess, FaultGuess::Syscall { syscall, .. } if syscall == "fsync"), "{causes:#?}");
-            assert!(causes[1..].iter().all(|c| c.routine), "{causes:#?}");
-            assert_eq!(causes.len(), 5, "a raised rate still makes them candidates, after the others: {causes:#?}");
+            assert_eq!(causes.len(), 1, "{causes:#?}");
+            assert!(matches!(&causes[0].guess, FaultGuess::Syscall { syscall, .. } if syscall == "read"));
+            let late = d.candidates.iter().filter(|c| c.verdict == Verdict::Late).count();
+            assert_eq!(late, 3, "shown, set aside: {:#?}", d.candidates);
+            assert!(render(&d, Some(&s)).contains("after the first symptom"));
+        }
+
+        #[test]
+        fn failures_of_normal_operation_rank_last() {
+            let s = scenario();
+            let mut events = Vec::new();
+            for i in 0..40 {
+                events.push(failure(10 * S + i * S / 40, 0, "epoll_ctl", "EPERM", None));
+                events.push(failure(10 * S + i * S / 40, 0, "connect", "EINPROGRESS", None));
+                events.push(failure(10 * S + i * S / 40, 0, "futex", "ETIMEDOUT", None));
+            }
+            events.push(failure(30 * S, 1, "fsync", "EIO", Some("/data/wal.3")));
+            events.push(failure(31 * S, 1, "read", "EAGAIN", None));
+            let t = timeline(events);
+            let mut baseline = BaselineRates::default();
+            for (sys, errno) in [("epoll_ctl", "EPERM"), ("connect", "EINPROGRESS"), ("futex", "ETIMEDOUT")] {
+                baseline.failures.insert(("a".into(), sys.into(), errno.into(), None), 0.5);
+            }
+            for b in [Some(&baseline), None] {
+                let d = diagnose(&t, Some(&s), b);
+                let causes: Vec<&Candidate> = d.causes().collect();
+                assert!(matches!(&causes[0].guess, FaultGuess::Syscall { syscall, .. } if syscall == "fsync"), "{causes:#?}");
+                assert!(causes[1..].iter().all(|c| c.routine), "{causes:#?}");
+                assert_eq!(causes.len(), 5, "a raised rate still makes them candidates, after the others: {causes:#?}");
+            }
         }
     }
 
@@ -982,6 +986,7 @@ mod tests {
             ]
             .into_iter()
             .collect(),
+            ..Default::default()
         };
         let d = diagnose(&timeline(events), Some(&scenario()), Some(&baseline));
         let verdict = |syscall: &str| d.candidates.iter().find(|c| matches!(&c.guess, FaultGuess::Syscall { syscall: s, .. } if s == syscall)).unwrap();
@@ -994,7 +999,7 @@ mod tests {
     }
 
     #[test]
-    fn without_a_profile_routine_errnos_are_benign_and_kernel_internal_ones_explained() {
+    fn without_a_profile_routine_errnos_rank_last_and_kernel_internal_ones_are_explained() {
         let t = timeline(vec![
             at(1.0, Some(0), 10, failure("read", "EAGAIN", None)),
             at(1.5, Some(0), 10, failure("read", "ERESTARTSYS", None)),
@@ -1010,7 +1015,8 @@ mod tests {
                 _ => ("?", &c.verdict),
             })
             .collect();
-        assert!(verdicts.contains(&("EAGAIN", &Verdict::Benign)), "{verdicts:?}");
+        assert!(verdicts.contains(&("EAGAIN", &Verdict::Cause)), "{verdicts:?}");
+        assert!(matches!(causes(&d)[..], [FaultGuess::Syscall { errno: a, .. }, FaultGuess::Syscall { errno: b, .. }] if a == "EIO" && b == "EAGAIN"), "{verdicts:?}");
         assert!(verdicts.contains(&("ERESTARTSYS", &Verdict::Explained)), "{verdicts:?}");
         assert!(verdicts.contains(&("EIO", &Verdict::Cause)), "{verdicts:?}");
         assert!(d.notes.iter().any(|n| n.contains("no --profile")));
@@ -1029,8 +1035,8 @@ mod tests {
         assert_eq!(parts.len(), 1, "{:?}", d.candidates);
         let p = parts[0];
         assert_eq!((p.node, p.occurrences, &p.verdict), (Some(0), 2, &Verdict::Cause));
-        assert_eq!(p.guess, FaultGuess::Partition { peer: 1, duration_ms: 3500 });
-        assert_eq!(p.at_ns, 2 * SEC, "a gap's interval starts before its event");
+        assert_eq!(p.guess, FaultGuess::Partition { peer: 1, duration_ms: 2500 }, "the time both ends were silent");
+        assert_eq!(p.at_ns, 5 * SEC + SEC / 2, "a gap's time stamp is when it began");
         assert!(p.why.contains("between db1 and db2"), "{}", p.why);
 
         let t = timeline(vec![

@@ -70,6 +70,7 @@ fn candidate(guess: FaultGuess, node: usize, at_s: u64, preceding: &[&str]) -> C
         profile_per_s: None,
         burst: 1,
         preceding_functions: preceding.iter().map(|f| format!("/opt/kv:{f}")).collect(),
+        routine: false,
         verdict: Verdict::Cause,
         why: "production said so".into(),
     }
