@@ -34,6 +34,10 @@ const ROUTINE_FAILURES: [(&str, &str); 6] = [
     ("wait4", "ECHILD"),
     ("waitid", "ECHILD"),
 ];
+/// Paths the dynamic loader and libc probe along search paths (shared libraries, hardware
+/// capability directories, locales and message catalogs, iconv modules): a missing one is
+/// how the probe works.
+const PROBED_PATHS: [&str; 8] = [".so", "/tls/", "glibc-hwcaps", "/locale/", "locale.alias", ".mo", "/gconv", "/ld.so"];
 /// A gap no longer than this many times the longest silence the profile saw on the same
 /// node pair and port is that connection idling.
 const IDLE_SLACK: f64 = 1.5;
@@ -429,7 +433,7 @@ impl Builder<'_> {
             c.occurrences = events.len() as u32;
             c.burst = max_burst(&times);
             c.profile_per_s = self.baseline.and_then(|b| b.failures.get(&(who_, syscall.clone(), errno.clone(), path.clone())).copied());
-            c.routine = is_routine(&syscall, &errno);
+            c.routine = is_routine(&syscall, &errno, first_path(first));
             let (verdict, why) = self.judge_failure(&c, &errno);
             c.verdict = verdict;
             c.why = why;
@@ -594,8 +598,18 @@ fn fold_aside(aside: &mut Vec<Candidate>, mut c: Candidate, a: usize) {
     aside.push(c);
 }
 
-fn is_routine(syscall: &str, errno: &str) -> bool {
-    ROUTINE_ERRNOS.contains(&errno) || ROUTINE_FAILURES.contains(&(syscall, errno))
+/// A failure that is part of normal operation by its nature: its errno, its call and errno,
+/// or a loader/libc probe of a path that may not exist.
+fn is_routine(syscall: &str, errno: &str, path: Option<&str>) -> bool {
+    let probe = matches!(errno, "ENOENT" | "ENOTDIR") && path.is_some_and(|p| PROBED_PATHS.iter().any(|m| p.contains(m)));
+    ROUTINE_ERRNOS.contains(&errno) || ROUTINE_FAILURES.contains(&(syscall, errno)) || probe
+}
+
+fn first_path(t: &TimedEvent) -> Option<&str> {
+    match &t.event.what {
+        What::SyscallFailure(f) => f.path.as_deref(),
+        _ => None,
+    }
 }
 
 /// Ranks causes: process faults, then partitions, then failed syscalls (the paper's
@@ -869,6 +883,23 @@ mod tests {
                 assert_eq!(causes.len(), 5, "a raised rate still makes them candidates, after the others: {causes:#?}");
             }
         }
+    }
+
+    #[test]
+    fn without_a_profile_loader_and_locale_probes_rank_after_the_real_fault() {
+        let probes = [
+            "/lib/x86_64-linux-gnu/glibc-hwcaps/x86-64-v3/libpthread.so.0",
+            "/usr/lib/locale/C.UTF-8/LC_MESSAGES/libc.mo",
+            "/usr/share/locale/en/LC_MESSAGES/postgres-16.mo",
+            "/usr/lib/x86_64-linux-gnu/gconv/gconv-modules.d",
+        ];
+        let mut events: Vec<TimedEvent> = probes.iter().enumerate().map(|(i, p)| at(0.1 * i as f64, Some(0), 10, failure("openat", "ENOENT", Some(p)))).collect();
+        events.push(at(3.0, Some(0), 10, failure("openat", "ENOENT", Some("/srv/db/base/1/pg_filenode.map"))));
+        events.push(at(5.0, Some(0), 10, exited(1)));
+        let d = diagnose(&timeline(events), Some(&scenario()), None);
+        let first = d.causes().next().unwrap();
+        assert!(matches!(&first.guess, FaultGuess::Syscall { raw_path: Some(p), .. } if p.ends_with("pg_filenode.map")), "{:#?}", d.candidates);
+        assert_eq!(d.causes().filter(|c| c.routine).count(), 4);
     }
 
     #[test]
