@@ -41,6 +41,10 @@ const PROBED_PATHS: [&str; 8] = [".so", "/tls/", "glibc-hwcaps", "/locale/", "lo
 /// A gap no longer than this many times the longest silence the profile saw on the same
 /// node pair and port is that connection idling.
 const IDLE_SLACK: f64 = 1.5;
+/// How far around a pause (before it, after it ends) a silence may start and be its doing.
+const EXPLAIN_SLACK_NS: u64 = 1_500_000_000;
+/// How long before a crash a silence may start and still be the crash's doing.
+const CRASH_SLACK_NS: u64 = 300_000_000;
 /// How close to the dump a silent connection's end must be to have lasted until the dump.
 const AT_DUMP_NS: u64 = 1_000_000_000;
 /// errnos of calls a peer's crash, pause or a partition makes fail
@@ -384,22 +388,26 @@ impl Builder<'_> {
     /// A gap while one side was paused, or starting after one side was killed, is that
     /// fault's consequence.
     fn explain_gaps(&mut self) {
+        // (what, earliest and latest start of a silence it explains, node): a paused node's
+        // peer hears its last packet up to a heartbeat before the pause; a crash closes the
+        // node's connections, so a silence it causes starts at the crash, not before
         let process_faults: Vec<(String, u64, u64, Option<usize>)> = self
             .candidates
             .iter()
             .filter_map(|c| match c.guess {
-                FaultGuess::Pause { duration_ms, .. } => Some((label(c), c.at_ns, c.at_ns + duration_ms * 1_000_000, c.node)),
-                FaultGuess::Crash { .. } => Some((label(c), c.at_ns, c.at_ns, c.node)),
+                FaultGuess::Pause { duration_ms, .. } => {
+                    Some((label(c), c.at_ns.saturating_sub(EXPLAIN_SLACK_NS), c.at_ns + duration_ms * 1_000_000 + EXPLAIN_SLACK_NS, c.node))
+                }
+                FaultGuess::Crash { .. } => Some((label(c), c.at_ns.saturating_sub(CRASH_SLACK_NS), c.at_ns + EXPLAIN_SLACK_NS, c.node)),
                 _ => None,
             })
             .collect();
-        let slack = 1_500_000_000;
         for c in &mut self.candidates {
             if !matches!(c.guess, FaultGuess::Partition { .. }) || c.verdict != Verdict::Cause {
                 continue;
             }
             let ends = [c.node, Some(peer_of(c))];
-            if let Some((what, _, _, _)) = process_faults.iter().find(|(_, s, e, n)| ends.contains(n) && c.at_ns + slack >= *s && c.at_ns <= e.saturating_add(slack)) {
+            if let Some((what, _, _, _)) = process_faults.iter().find(|(_, from, to, n)| ends.contains(n) && (*from..=*to).contains(&c.at_ns)) {
                 c.verdict = Verdict::Explained;
                 c.why = format!("{}; explained by {what}", c.why);
             }
@@ -883,6 +891,18 @@ mod tests {
                 assert_eq!(causes.len(), 5, "a raised rate still makes them candidates, after the others: {causes:#?}");
             }
         }
+    }
+
+    #[test]
+    fn a_partition_that_began_before_a_crash_is_not_explained_by_it() {
+        let t = timeline(vec![
+            at(5.0, Some(0), 10, gap("10.7.0.1:4000", "10.7.0.2:6379", 3000)),
+            at(5.1, Some(1), 20, gap("10.7.0.2:6379", "10.7.0.1:4000", 2900)),
+            at(6.2, Some(0), 10, killed(libc::SIGKILL, Some(999))),
+            at(9.0, Some(0), 11, exited(1)),
+        ]);
+        let d = diagnose(&t, Some(&scenario()), None);
+        assert_eq!(d.causes().count(), 2, "the partition and the crash: {:#?}", d.candidates);
     }
 
     #[test]
