@@ -416,7 +416,16 @@ static __always_inline int track_socket(long fd)
 		return 0;
 	c.pid = tgid;
 	bpf_get_current_comm(c.comm, sizeof(c.comm));
+	/* A non-blocking connect refused on loopback is closed before connect returns: its
+	 * close was seen before this entry existed, and it would stay "silent" until the dump. */
+	if (BPF_CORE_READ(sk, __sk_common.skc_state) == TCP_CLOSE)
+		return 0;
 	watch_conn(sk, &c);
+	if (BPF_CORE_READ(sk, __sk_common.skc_state) == TCP_CLOSE) {
+		__u64 key = (__u64)sk;
+
+		bpf_map_delete_elem(&conns, &key); /* closed meanwhile */
+	}
 	return 0;
 }
 
@@ -713,16 +722,23 @@ int BPF_PROG(on_sock_state, struct sock *sk, const int oldstate, const int newst
 		watch_conn(sk, &fresh);
 		return 0;
 	}
-	if (newstate != TCP_CLOSE)
+	if (newstate != TCP_CLOSE && newstate != TCP_ESTABLISHED)
 		return 0;
 	c = bpf_map_lookup_elem(&conns, &key);
 	if (!c)
 		return 0;
 	now = bpf_ktime_get_boot_ns();
+	if (newstate == TCP_ESTABLISHED) {
+		/* a non-blocking connect completing: silence is counted from here */
+		c->last_ns = now;
+		return 0;
+	}
 	now_j = bpf_jiffies64();
 	look(sk, c, now, now_j, ns_per_jiffy(now_j));
-	/* a connection that dies silent never sees the segment that ends its gap */
-	if (now - c->last_ns > gap_ns)
+	/* A connection that dies silent never sees the segment that ends its gap; one that
+	 * never got established (a refused or timed-out connect) was never silent: its
+	 * connect failed, and that failure is the event. */
+	if (oldstate != TCP_SYN_SENT && now - c->last_ns > gap_ns)
 		emit_gap(c, now, 1);
 	bpf_map_delete_elem(&conns, &key);
 	return 0;

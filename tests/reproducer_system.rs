@@ -444,6 +444,30 @@ fn node_that_never_becomes_ready_shows_its_log() {
     assert_clean(links);
 }
 
+/// A fault that stops a node from starting is the run's result, not an error: the run says
+/// which node, why, and that the fault fired in which process.
+#[test]
+fn a_node_that_a_fault_keeps_from_starting_is_a_result() {
+    require_root();
+    let scenario = "name = \"s\"\nrun_timeout_s = 10\n[[nodes]]\nname = \"n1\"\n\
+        command = [\"sh\", \"-c\", \"echo x > {workdir}/n1/conf && echo started && touch {workdir}/n1/up && sleep 30\"]\n\
+        ready = [\"test\", \"-f\", \"{workdir}/n1/up\"]\n[workload]\ncommand = [\"true\"]\n[oracle]\ncommand = [\"true\"]\n";
+    let schedule = "[[faults]]\nnode = \"n1\"\nkind = \"syscall\"\nsyscall = \"openat\"\nerrno = \"EACCES\"\npath = \"{workdir}/n1/conf\"\n";
+    let links = link_count();
+    let (_d, sc, sch) = files(scenario, schedule);
+    let out = reproducer(&["run", "--scenario", sc.to_str().unwrap(), "--schedule", sch.to_str().unwrap(), "--keep"]);
+    let t = text(&out);
+    assert!(out.status.success(), "a result, not an error: {t}");
+    assert!(t.contains("bug: no — node n1 exited") && t.contains("before it was ready"), "{t}");
+    assert!(t.contains("fault 1 fired in pid"), "{t}");
+    assert!(t.contains("faults fired: 1/1"), "{t}");
+    let workdir = t.lines().find_map(|l| l.strip_prefix("run directory: ")).map(PathBuf::from).expect("run directory printed");
+    let run: serde_json::Value = serde_json::from_slice(&std::fs::read(workdir.join("run.json")).unwrap()).unwrap();
+    assert!(run["not_started"].as_str().unwrap().contains("node n1"), "{run:#}");
+    let _ = std::fs::remove_dir_all(&workdir);
+    assert_clean(links);
+}
+
 #[test]
 fn sigint_mid_run_leaves_nothing_behind() {
     require_root();

@@ -124,6 +124,28 @@ fn records_every_event_kind_with_its_fields() {
     assert!(server_gap["duration_ms"].as_u64().unwrap() < 5000);
 }
 
+/// A non-blocking connect that is refused on loopback is closed before connect() returns
+/// EINPROGRESS: it must not stay watched and show up as a silent connection at dump time.
+#[test]
+fn a_refused_non_blocking_connect_is_not_a_gap() {
+    require_root();
+    let prog = eventgen_as("eg_refused");
+    let d = Daemon::start(&["--target-comm", "eg_refused", "--gap-ms", "300"]);
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port(); // free once dropped
+    let mut child = Command::new(&prog).args(["refused-connect", &port.to_string(), "3000"]).stdout(Stdio::piped()).spawn().unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(child.stdout.take().unwrap()), &mut line).unwrap();
+    std::thread::sleep(Duration::from_millis(1000));
+    let dump = d.dump(); // the socket is still open, its connect long refused
+    let pid = child.id();
+    child.wait().unwrap();
+    let events = inspect_json(&dump);
+    let failures = events_of(&events, "syscall_failure", pid);
+    assert!(failures.iter().any(|e| e["syscall"] == "connect"), "{line}: the connect failed ({failures:#?})");
+    let gaps = events_of(&events, "network_gap", pid);
+    assert!(gaps.is_empty(), "a refused connect is not a silent connection: {gaps:#?}");
+}
+
 #[test]
 fn counts_function_calls_and_syscalls_without_function_events() {
     require_root();

@@ -113,7 +113,10 @@ fn load(scenario: &Path, schedule: Option<&Path>) -> Result<(Scenario, FaultPlan
 }
 
 fn print_report(r: &RunReport) {
-    println!("bug: {}", if r.bug { "yes (the oracle fired)" } else { "no" });
+    match &r.not_started {
+        Some(why) => println!("bug: no — {why}"),
+        None => println!("bug: {}", if r.bug { "yes (the oracle fired)" } else { "no" }),
+    }
     if r.timed_out {
         println!("the workload hit run_timeout_s and was stopped");
     }
@@ -152,7 +155,11 @@ fn main_inner(cli: Cli) -> Result<bool> {
             for i in 1..=runs {
                 let r = run(&sc, &faults, &RunOptions { keep, ..Default::default() })?;
                 bugs += r.bug as u32;
-                println!("run {i}/{runs}: bug {}, faults fired {}/{}{}", if r.bug { "yes" } else { "no" }, r.fired.len(), r.faults,
+                let bug = match &r.not_started {
+                    Some(why) => format!("no — {why}"),
+                    None => (if r.bug { "yes" } else { "no" }).to_string(),
+                };
+                println!("run {i}/{runs}: bug {bug}, faults fired {}/{}{}", r.fired.len(), r.faults,
                     if keep { format!(", kept in {}", r.workdir.display()) } else { String::new() });
             }
             println!("replay rate: {bugs}/{runs}");
@@ -217,12 +224,22 @@ fn reproduce_cmd(a: ReproduceArgs) -> Result<bool> {
     }
     write_shared(&a.out.join("report.md"), report::render(&sc, &timeline, &d, &result, &a.out).as_bytes())?;
     write_shared(&a.out.join("result.json"), &serde_json::to_vec_pretty(&report::summary(&d, &result))?)?;
-    let rate = result.confirmation.map(|c| c.summary()).unwrap_or_else(|| "never".into());
+    let rate = result.rate().map(|c| c.summary()).unwrap_or_else(|| "never".into());
     match &result.outcome {
-        Outcome::Reproduced => println!("reproduced: {rate} at level {}, {} schedules, {} runs, {:.0} s", result.level, result.schedules_tried, result.runs, result.seconds),
+        Outcome::Reproduced => println!(
+            "reproduced: {rate} in an independent replay, at level {}, {} schedules, {} runs (+{} replay runs), {:.0} s",
+            result.level,
+            result.schedules_tried,
+            result.runs,
+            result.replay.map(|r| r.runs).unwrap_or(0),
+            result.seconds
+        ),
         Outcome::Missed(why) => println!("not reproduced at the target: {why}"),
     }
     println!("schedule: {}\nreport: {}", a.out.join("schedule.toml").display(), a.out.join("report.md").display());
+    if result.interrupted {
+        bail!("interrupted: what the search found so far is in {}", a.out.display());
+    }
     Ok(matches!(result.outcome, Outcome::Reproduced))
 }
 

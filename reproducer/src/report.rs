@@ -6,13 +6,16 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use crate::analysis::diagnose::{self, Diagnosis};
-use crate::analysis::timeline::Timeline;
+use tracedump::event::What;
+
+use crate::analysis::diagnose::{self, Diagnosis, FaultGuess, Verdict};
+use crate::analysis::timeline::{TimedEvent, Timeline};
 use crate::model::scenario::Scenario;
 use crate::model::schedule::{Action, Schedule};
 use crate::search::{Outcome, SearchResult};
 
-/// Events shown before the first symptom (or the end of the window).
+/// Lines of other events shown before the first symptom (or the end of the window); the
+/// events the diagnosis used are shown wherever they are.
 const TIMELINE_EVENTS: usize = 40;
 
 /// The machine-readable outcome (result.json), one row of the bug benchmark's table.
@@ -22,10 +25,16 @@ pub struct Summary {
     pub why_stopped: Option<String>,
     pub faults: String,
     pub level: u8,
+    /// the result: runs with the bug of the independent replay of the accepted schedule
+    /// (of the search's own test when nothing was accepted)
     pub bugs: u32,
     pub confirm_runs: u32,
     pub rate_low: f64,
     pub rate_high: f64,
+    /// the search's sequential test of the schedule (its runs are in `runs`; the replay's are not)
+    pub search_bugs: u32,
+    pub search_confirm_runs: u32,
+    pub interrupted: bool,
     pub schedules: u32,
     pub runs: u32,
     pub runs_to_first_bug: Option<u32>,
@@ -57,7 +66,8 @@ pub fn faults_notation(s: &Schedule) -> String {
 
 pub fn summary(d: &Diagnosis, r: &SearchResult) -> Summary {
     let scf: Vec<_> = d.candidates.iter().filter(|c| matches!(c.guess, diagnose::FaultGuess::Syscall { .. })).collect();
-    let c = r.confirmation;
+    let c = r.rate();
+    let search = r.confirmation;
     Summary {
         reproduced: matches!(r.outcome, Outcome::Reproduced),
         why_stopped: match &r.outcome { Outcome::Missed(w) => Some(w.clone()), Outcome::Reproduced => None },
@@ -67,6 +77,9 @@ pub fn summary(d: &Diagnosis, r: &SearchResult) -> Summary {
         confirm_runs: c.map(|c| c.runs).unwrap_or(0),
         rate_low: c.map(|c| c.low).unwrap_or(0.0),
         rate_high: c.map(|c| c.high).unwrap_or(0.0),
+        search_bugs: search.map(|c| c.bugs).unwrap_or(0),
+        search_confirm_runs: search.map(|c| c.runs).unwrap_or(0),
+        interrupted: r.interrupted,
         schedules: r.schedules_tried,
         runs: r.runs,
         runs_to_first_bug: r.runs_to_first,
@@ -79,7 +92,7 @@ pub fn summary(d: &Diagnosis, r: &SearchResult) -> Summary {
 
 pub fn schedule_text(scenario: &Scenario, result: &SearchResult) -> Option<String> {
     let schedule = result.schedule.as_ref()?;
-    let status = match (&result.outcome, &result.confirmation) {
+    let status = match (&result.outcome, &result.rate()) {
         (Outcome::Reproduced, Some(c)) => format!("reproduces the bug {}", c.summary()),
         (_, Some(c)) => format!("best found, BELOW the target: {}", c.summary()),
         _ => "never made the bug happen".into(),
@@ -91,18 +104,75 @@ pub fn schedule_text(scenario: &Scenario, result: &SearchResult) -> Option<Strin
     ))
 }
 
+/// One line of the timeline: an event, or a run of alike events folded into one.
+struct Line<'a> {
+    first: &'a TimedEvent,
+    last_ns: u64,
+    count: usize,
+    /// the diagnosis used it (a fault, a symptom, evidence or context): always shown
+    used: bool,
+    key: String,
+}
+
+/// Whether the diagnosis used `e`: process states and network gaps (faults, symptoms and the
+/// evidence set aside), failures of a signature it did not find benign, context functions.
+fn used_by_diagnosis(e: &TimedEvent, d: &Diagnosis) -> bool {
+    match &e.event.what {
+        What::ProcessState(_) | What::NetworkGap(_) => true,
+        What::SyscallFailure(f) => d.candidates.iter().any(|c| {
+            c.verdict != Verdict::Benign
+                && c.node == e.node
+                && matches!(&c.guess, FaultGuess::Syscall { syscall, errno, .. } if *syscall == f.syscall && Some(errno) == f.errno.as_ref())
+        }),
+        What::Function(hit) => hit.spec().is_some_and(|spec| d.causes().any(|c| c.preceding_functions.iter().take(5).any(|p| *p == spec))),
+    }
+}
+
+/// Alike events fold: the same node and the same text up to numbers (fds, counts, times).
+/// Gaps and process states never fold: each is evidence of its own.
+fn fold_key(e: &TimedEvent) -> String {
+    let text = e.event.describe();
+    let text = match &e.event.what {
+        What::SyscallFailure(_) | What::Function(_) => text.chars().filter(|c| !c.is_ascii_digit()).collect(),
+        _ => format!("{text}@{}", e.at_ns),
+    };
+    format!("{:?} {text}", e.node)
+}
+
+fn timeline_lines<'a>(t: &'a Timeline, d: &Diagnosis, until: u64) -> Vec<Line<'a>> {
+    let mut lines: Vec<Line> = Vec::new();
+    for e in t.events.iter().filter(|e| e.node.is_some() && e.at_ns <= until + 2_000_000_000) {
+        let key = fold_key(e);
+        let used = used_by_diagnosis(e, d);
+        match lines.last_mut() {
+            Some(l) if l.key == key && l.used == used => {
+                l.count += 1;
+                l.last_ns = e.at_ns;
+            }
+            _ => lines.push(Line { first: e, last_ns: e.at_ns, count: 1, used, key }),
+        }
+    }
+    let cut = lines.iter().rposition(|l| l.first.at_ns <= until).map(|i| i + 1).unwrap_or(lines.len());
+    let from = cut.saturating_sub(TIMELINE_EVENTS);
+    lines.into_iter().enumerate().filter(|(i, l)| l.used || *i >= from).map(|(_, l)| l).collect()
+}
+
 fn timeline_section(out: &mut String, t: &Timeline, d: &Diagnosis, scenario: &Scenario) {
     let until = d.symptoms.first().map(|s| s.at_ns).unwrap_or(d.end_ns);
-    let shown: Vec<_> = t.events.iter().filter(|e| e.node.is_some() && e.at_ns <= until + 2_000_000_000).collect();
-    let cut = shown.iter().rposition(|e| e.at_ns <= until).map(|i| i + 1).unwrap_or(shown.len());
-    let start = cut.saturating_sub(TIMELINE_EVENTS);
-    let _ = writeln!(out, "## Production timeline around the failure\n");
-    let _ = writeln!(out, "The last {} node events up to the first symptom and the 2 s after it (time relative to that point).\n", cut - start);
+    let lines = timeline_lines(t, d, until);
+    let _ = writeln!(out, "## Production timeline around the failure
+");
+    let _ = writeln!(
+        out,
+        "Every event the diagnosis used (faults, symptoms, network gaps, failures it did not find benign, context functions) and the last {TIMELINE_EVENTS} lines of the others, up to the first symptom and the 2 s after it; runs of alike events are folded into one line (×N). Times are relative to the first symptom.\n"
+    );
     let _ = writeln!(out, "```");
-    for e in shown.iter().skip(start) {
+    for l in &lines {
+        let e = l.first;
         let dt = e.at_ns as i128 - until as i128;
         let node = e.node.map(|n| scenario.nodes[n].name.as_str()).unwrap_or("?");
-        let _ = writeln!(out, "{:>+10.3} s  {:<10} {}", dt as f64 / 1e9, node, e.event.describe());
+        let folded = if l.count > 1 { format!("  (×{} over {:.1} s)", l.count, (l.last_ns - e.at_ns) as f64 / 1e9) } else { String::new() };
+        let _ = writeln!(out, "{:>+10.3} s  {:<10} {}{folded}", dt as f64 / 1e9, node, e.event.describe());
     }
     let _ = writeln!(out, "```\n");
 }
@@ -115,7 +185,11 @@ fn attempts_section(out: &mut String, result: &SearchResult, base: &Path) {
         let level = if a.level == 0 { "-".to_string() } else { a.level.to_string() };
         let conf = a.confirmation.map(|c| c.summary()).unwrap_or_default();
         let dir = a.dir.strip_prefix(base).unwrap_or(&a.dir).display().to_string();
-        let _ = writeln!(out, "| {} | {level} | {} | {} | {} | {conf} | {dir} |", a.number, a.what.replace('|', "/"), if a.bug { "yes" } else { "no" }, a.fired);
+        let bug = match &a.note {
+            Some(n) => format!("no — {}", n.replace('|', "/").replace('\n', " ")),
+            None => (if a.bug { "yes" } else { "no" }).to_string(),
+        };
+        let _ = writeln!(out, "| {} | {level} | {} | {bug} | {} | {conf} | {dir} |", a.number, a.what.replace('|', "/"), a.fired);
     }
     out.push('\n');
 }
@@ -124,9 +198,12 @@ pub fn render(scenario: &Scenario, t: &Timeline, d: &Diagnosis, result: &SearchR
     let mut out = String::new();
     let _ = writeln!(out, "# Reproduction report: {}\n", scenario.name);
     let first = result.runs_to_first.map(|r| format!(", first bug at run {r}")).unwrap_or_default();
-    match (&result.outcome, &result.confirmation) {
+    match (&result.outcome, &result.rate()) {
         (Outcome::Reproduced, Some(c)) => {
             let _ = writeln!(out, "**Reproduced** at {} — level {}, {} schedules, {} runs{first}, {:.1} min.\n", c.summary(), result.level, result.schedules_tried, result.runs, result.seconds / 60.0);
+            if let (Some(_), Some(s)) = (result.replay, result.confirmation) {
+                let _ = writeln!(out, "The rate is that of an independent replay of the accepted schedule ({} fresh runs, not counted in the search's); the search's own sequential test had given {}.\n", c.runs, s.summary());
+            }
         }
         (Outcome::Missed(why), _) => {
             let _ = writeln!(out, "**Not reproduced at the target rate**: {why}. {} schedules, {} runs{first}, {:.1} min.\n", result.schedules_tried, result.runs, result.seconds / 60.0);
@@ -190,6 +267,7 @@ mod tests {
                 fired: "2/2".into(),
                 confirmation: Some(confirmation),
                 dir: "/out/attempts/001".into(),
+                note: None,
             }],
             runs: 12,
             schedules_tried: 3,
@@ -198,6 +276,8 @@ mod tests {
             minimized: vec!["minimize: without fault 4 (pause of db2)".into()],
             chosen: vec!["crash of db1 — as soon as it is due".into()],
             seconds: 90.0,
+            replay: None,
+            interrupted: false,
         }
     }
 
@@ -212,6 +292,7 @@ mod tests {
             profile_per_s: None,
             burst: 1,
             preceding_functions: Vec::new(),
+            routine: false,
             verdict,
             why: String::new(),
         };
@@ -259,5 +340,55 @@ mod tests {
         let toml = schedule_text(&scenario, &r).unwrap();
         assert!(toml.starts_with("# generated by `reproducer reproduce` for scenario kv: reproduces the bug 7/7"), "{toml}");
         assert_eq!(Schedule::parse(&toml, "again").unwrap(), Schedule::parse(SCHEDULE, "s").unwrap(), "the file replays");
+    }
+
+    #[test]
+    fn the_replay_is_the_result_and_the_search_s_test_is_kept_apart() {
+        let scenario = Scenario::parse(SCENARIO, "t").unwrap();
+        let mut r = result(Outcome::Reproduced);
+        r.replay = Some(Confirmation { bugs: 9, runs: 10, met: true, low: 0.6, high: 0.98 });
+        r.attempts[0].note = Some("node db1 exited (exit status: 1) before it was ready; fault 1 fired in pid 7 before it was ready".into());
+        let s = summary(&diagnosis(), &r);
+        assert_eq!((s.bugs, s.confirm_runs, s.search_bugs, s.search_confirm_runs), (9, 10, 7, 7));
+        let text = render(&scenario, &Timeline::default(), &diagnosis(), &r, Path::new("/out"));
+        assert!(text.contains("**Reproduced** at 9/10"), "{text}");
+        assert!(text.contains("independent replay of the accepted schedule (10 fresh runs"), "{text}");
+        assert!(text.contains("| no — node db1 exited (exit status: 1) before it was ready; fault 1 fired in pid 7"), "{text}");
+        assert!(schedule_text(&scenario, &r).unwrap().contains("reproduces the bug 9/10"));
+    }
+
+    #[test]
+    fn the_timeline_shows_the_evidence_and_folds_the_noise() {
+        use crate::analysis::diagnose::diagnose;
+        use tracedump::event::{Event, NetworkGap, ProcessChange, State, SyscallFailure};
+        let text = "name = \"kv\"\n[[nodes]]\nname = \"db1\"\ncommand = [\"kv\"]\naddress = \"10.7.0.1\"\n[[nodes]]\nname = \"db2\"\ncommand = [\"kv\"]\naddress = \"10.7.0.2\"\n[workload]\ncommand = [\"true\"]\n[oracle]\ncommand = [\"true\"]\n";
+        let scenario = Scenario::parse(text, "t").unwrap();
+        let s = 1_000_000_000u64;
+        let ev = |at_ns: u64, node: usize, what: What| TimedEvent {
+            at_ns,
+            node: Some(node),
+            dump: 0,
+            event: Event { ts_ns: at_ns, realtime_ns: at_ns, host: "h".into(), pid: 10 + node as u32, tid: 10, comm: "kv".into(), what },
+        };
+        let mut events = vec![
+            ev(10 * s, 0, What::NetworkGap(NetworkGap { local: Some("10.7.0.1:4000".parse().unwrap()), peer: Some("10.7.0.2:6379".parse().unwrap()), duration_ms: 5000, packets: 9, ongoing: false })),
+            ev(10 * s + s / 10, 1, What::NetworkGap(NetworkGap { local: Some("10.7.0.2:6379".parse().unwrap()), peer: Some("10.7.0.1:4000".parse().unwrap()), duration_ms: 4900, packets: 9, ongoing: false })),
+        ];
+        // the Go runtime's futex noise, after the gap and up to the symptom
+        for i in 0..80u64 {
+            let f = SyscallFailure { syscall: "futex".into(), ret: -11, errno: Some("EAGAIN".into()), fd: None, path: None, peer: None };
+            events.push(ev(16 * s + i * s / 20, 0, What::SyscallFailure(f)));
+        }
+        events.push(ev(21 * s, 0, What::ProcessState(ProcessChange { state: State::Exited { code: 1 }, signal: None, sender: None, ongoing: false })));
+        events.sort_by_key(|e| e.at_ns);
+        let t = Timeline { events, dumps: Vec::new(), functions: Vec::new() };
+        let d = diagnose(&t, Some(&scenario), None);
+        let mut out = String::new();
+        timeline_section(&mut out, &t, &d, &scenario);
+        assert!(out.contains("10.7.0.1:4000 -> 10.7.0.2:6379 silent 5000 ms"), "the partition's evidence is shown: {out}");
+        assert!(out.contains("exited with code 1"), "{out}");
+        let futex_lines = out.lines().filter(|l| l.contains("futex")).count();
+        assert_eq!(futex_lines, 1, "the noise folds into one line: {out}");
+        assert!(out.contains("(×80 over 4.0 s)"), "{out}");
     }
 }

@@ -14,6 +14,9 @@
  *   eventgen fork-fail PATH        a forked child fails openat(PATH)
  *   eventgen threads N             N threads spin, then the main thread exits with 3: all
  *                                  of them end at once
+ *   eventgen refused-connect PORT HOLD_MS
+ *                                  a non-blocking connect to 127.0.0.1:PORT (nobody listens:
+ *                                  EINPROGRESS, then reset), the socket kept open HOLD_MS
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -69,6 +72,21 @@ static int tcp_server(int port)
 	while ((n = read(c, buf, sizeof(buf))) > 0)
 		if (write(c, buf, n) != n)
 			break;
+	return 0;
+}
+
+static int refused_connect(int port, long hold_ms)
+{
+	int s = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
+
+	inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+	if (connect(s, (struct sockaddr *)&a, sizeof(a)) == 0)
+		return 1;
+	printf("connect: %s\n", strerror(errno));
+	fflush(stdout);
+	sleep_ms(hold_ms);
+	close(s);
 	return 0;
 }
 
@@ -168,6 +186,8 @@ int main(int argc, char **argv)
 		return tcp_server(atoi(argv[2]));
 	if (!strcmp(mode, "tcp-client") && argc >= 5)
 		return tcp_client(argv[2], atoi(argv[3]), atol(argv[4]));
+	if (!strcmp(mode, "refused-connect") && argc >= 4)
+		return refused_connect(atoi(argv[2]), atol(argv[3]));
 	if (!strcmp(mode, "fork-fail")) {
 		pid_t pid = fork();
 		if (pid == 0)

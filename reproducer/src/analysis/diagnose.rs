@@ -1,11 +1,15 @@
 //! Diagnosis without runs: from the production timeline to ranked fault candidates.
 //! Failed syscalls are grouped by signature and dropped as benign when the fault-free
 //! profile shows them at a comparable rate; deaths by the process's own fatal signal and
-//! non-zero exits are symptoms; SIGKILLs from outside, stops and network gaps that no
-//! pause or crash explains are faults.
+//! non-zero exits are symptoms; SIGKILLs from outside, stops and partitions that no pause
+//! or crash explains are faults. A network gap is a partition only when it is abnormal:
+//! longer than the profile saw on the same node pair and port, and corroborated (traffic
+//! resumed after it, the connection was torn down, or several connections of the pair went
+//! silent together). Failures after the first symptom are its consequences, and failures
+//! that are part of normal operation (EAGAIN, EINPROGRESS, ...) are ranked last.
 use std::collections::HashMap;
 use std::fmt::Write as _;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 
 use serde::Serialize;
 use tracedump::event::{State, What};
@@ -19,8 +23,30 @@ use super::timeline::{TimedEvent, Timeline};
 const BURST_WINDOW_NS: u64 = 2_000_000_000;
 /// A failure is benign unless its production burst is this unlikely under the profile's rate.
 const ANOMALY_P: f64 = 1e-4;
-/// errnos that fault-free code hits and handles routinely
-const ROUTINE_ERRNOS: [&str; 5] = ["EAGAIN", "EINPROGRESS", "EINTR", "ERESTARTSYS", "ENOTTY"];
+/// errnos that fault-free code hits and handles routinely, whatever the call
+const ROUTINE_ERRNOS: [&str; 8] = ["EAGAIN", "EWOULDBLOCK", "EINPROGRESS", "EALREADY", "EINTR", "ERESTARTSYS", "ENOTTY", "ENOSYS"];
+/// (syscall, errno) pairs that are part of normal operation of that call
+const ROUTINE_FAILURES: [(&str, &str); 6] = [
+    ("futex", "ETIMEDOUT"),
+    ("epoll_ctl", "EPERM"),
+    ("epoll_ctl", "EEXIST"),
+    ("epoll_ctl", "ENOENT"),
+    ("wait4", "ECHILD"),
+    ("waitid", "ECHILD"),
+];
+/// Paths the dynamic loader and libc probe along search paths (shared libraries, hardware
+/// capability directories, locales and message catalogs, iconv modules): a missing one is
+/// how the probe works.
+const PROBED_PATHS: [&str; 8] = [".so", "/tls/", "glibc-hwcaps", "/locale/", "locale.alias", ".mo", "/gconv", "/ld.so"];
+/// A gap no longer than this many times the longest silence the profile saw on the same
+/// node pair and port is that connection idling.
+const IDLE_SLACK: f64 = 1.5;
+/// How far around a pause (before it, after it ends) a silence may start and be its doing.
+const EXPLAIN_SLACK_NS: u64 = 1_500_000_000;
+/// How long before a crash a silence may start and still be the crash's doing.
+const CRASH_SLACK_NS: u64 = 300_000_000;
+/// How close to the dump a silent connection's end must be to have lasted until the dump.
+const AT_DUMP_NS: u64 = 1_000_000_000;
 /// errnos of calls a peer's crash, pause or a partition makes fail
 const NETWORK_ERRNOS: [&str; 7] = ["ECONNRESET", "EPIPE", "ECONNREFUSED", "ETIMEDOUT", "EHOSTUNREACH", "ENETUNREACH", "ECONNABORTED"];
 /// How long after a crash (or the end of a pause or partition) its peers' calls still fail.
@@ -53,6 +79,9 @@ pub struct Candidate {
     pub burst: u32,
     /// functions the node entered before the fault, nearest first, each once
     pub preceding_functions: Vec<String>,
+    /// a failure that is part of normal operation (EAGAIN, EINPROGRESS, futex ETIMEDOUT, ...):
+    /// a raised rate is load, not a fault, so it ranks after every other cause
+    pub routine: bool,
     pub verdict: Verdict,
     pub why: String,
 }
@@ -64,6 +93,7 @@ pub enum Verdict {
     Benign,
     /// explained by another fault (a gap during a pause or after a crash of its peer)
     Explained,
+    /// after the first symptom (failures) or the last (other faults): a consequence
     Late,
 }
 
@@ -81,6 +111,8 @@ pub struct BaselineRates {
     pub scenario: String,
     /// (node, syscall, errno, normalized path) -> calls per second
     pub failures: HashMap<(String, String, String, Option<String>), f64>,
+    /// (node, peer, service port) -> the longest silence of fault-free runs, ms
+    pub gaps: HashMap<(String, String, u16), u64>,
 }
 
 impl BaselineRates {
@@ -95,8 +127,13 @@ impl BaselineRates {
                 anyhow::bail!("profile {} names node '{n}', which scenario '{}' does not have: profile the scenario again", path.display(), s.name);
             }
         }
+        Ok(BaselineRates::from_profile(p))
+    }
+
+    pub fn from_profile(p: super::profile::Profile) -> BaselineRates {
         let failures = p.failures.into_iter().map(|f| ((f.node, f.syscall, f.errno, f.path), f.per_second)).collect();
-        Ok(BaselineRates { scenario: p.scenario, failures })
+        let gaps = p.gaps.into_iter().map(|g| ((g.node, g.peer, g.port), g.longest_ms)).collect();
+        BaselineRates { scenario: p.scenario, failures, gaps }
     }
 }
 
@@ -197,6 +234,7 @@ impl Builder<'_> {
             profile_per_s: None,
             burst: 1,
             preceding_functions: Vec::new(),
+            routine: false,
             verdict: Verdict::Cause,
             why,
         }
@@ -215,7 +253,8 @@ impl Builder<'_> {
                 State::Paused { cause, duration_ms: d } => {
                     let cause = cause.name().to_string();
                     let why = format!("stopped ({cause}) for {d} ms{}", sender_comm.map(|c| format!(" after a signal from {c}")).unwrap_or_default());
-                    let c = self.candidate(t, FaultGuess::Pause { duration_ms: d, cause }, t.at_ns.saturating_sub(d * 1_000_000), why);
+                    // the event's time stamp is when the pause began
+                    let c = self.candidate(t, FaultGuess::Pause { duration_ms: d, cause }, t.at_ns, why);
                     self.candidates.push(c);
                 }
                 State::Killed { core_dumped } if seen_deaths.insert(pid) => {
@@ -247,61 +286,128 @@ impl Builder<'_> {
     }
 
     fn node_of_address(&self, addr: SocketAddr) -> Option<usize> {
-        let s = self.scenario?;
-        s.nodes.iter().position(|n| n.address.as_deref().and_then(|a| a.parse::<IpAddr>().ok()) == Some(addr.ip()))
+        self.scenario?.node_at(addr.ip())
     }
 
+    fn name(&self, node: usize) -> String {
+        self.scenario.map(|s| s.nodes[node].name.clone()).unwrap_or_else(|| node.to_string())
+    }
+
+    /// The longest silence the profile saw from `a` to `b` on `port`, if it saw one.
+    fn idle_norm(&self, a: usize, b: usize, port: u16) -> Option<u64> {
+        self.baseline?.gaps.get(&(self.name(a), self.name(b), port)).copied()
+    }
+
+    /// Network gaps between two nodes: idle connections (the profile sees them as silent)
+    /// and connections that never carried a packet are set aside, self-connections ignored;
+    /// the rest, merged per node pair while they overlap, is a partition when corroborated.
     fn gaps(&mut self) {
-        let mut parts: Vec<Candidate> = Vec::new();
+        let mut silences: Vec<Silence> = Vec::new();
+        let mut aside: Vec<Candidate> = Vec::new();
+        let mut self_connections = 0;
         for t in &self.t.events {
             let What::NetworkGap(g) = &t.event.what else { continue };
-            let (Some(src), Some(dst)) = (g.local, g.peer) else { continue };
-            let (a, b) = (self.node_of_address(src), self.node_of_address(dst));
-            let (Some(a), Some(b)) = (a.or(t.node), b) else { continue };
-            if a == b {
+            let (Some(local), Some(peer)) = (g.local, g.peer) else { continue };
+            let (a, b) = (self.node_of_address(local).or(t.node), self.node_of_address(peer));
+            if local.ip() == peer.ip() || (a.is_some() && a == b) {
+                self_connections += 1;
                 continue;
             }
+            let (Some(a), Some(b)) = (a, b) else { continue };
+            let port = super::profile::service_port(local, peer);
             let d = g.duration_ms;
-            let start = t.at_ns.saturating_sub(d * 1_000_000);
-            let (lo, hi) = (a.min(b), a.max(b));
-            if let Some(p) = parts.iter_mut().find(|p| p.node == Some(lo) && matches!(p.guess, FaultGuess::Partition { peer, .. } if peer == hi) && overlaps(p, start, t.at_ns)) {
-                let end = (p.at_ns + partition_ms(p) * 1_000_000).max(t.at_ns);
-                p.at_ns = p.at_ns.min(start);
-                p.guess = FaultGuess::Partition { peer: hi, duration_ms: (end - p.at_ns) / 1_000_000 };
-                p.occurrences += 1;
+            // the event's time stamp is when the silence began
+            let (start, end) = (t.at_ns, t.at_ns + d * 1_000_000);
+            let reason = if g.packets == 0 {
+                Some("the connection never carried a packet (a connect that did not complete, or a peer that never spoke)".to_string())
+            } else {
+                self.idle_norm(a, b, port)
+                    .filter(|&longest| d as f64 <= longest as f64 * IDLE_SLACK)
+                    .map(|longest| format!("an idle connection: fault-free runs see {}→{} port {port} silent for up to {longest} ms", self.name(a), self.name(b)))
+            };
+            if let Some(reason) = reason {
+                let mut c = self.candidate(t, FaultGuess::Partition { peer: b, duration_ms: d }, start, reason);
+                c.who = self.name(a);
+                fold_aside(&mut aside, c, a);
                 continue;
             }
-            let mut c = self.candidate(t, FaultGuess::Partition { peer: hi, duration_ms: d }, start, String::new());
-            c.node = Some(lo);
-            c.who = self.scenario.map(|s| s.nodes[lo].name.clone()).unwrap_or_default();
-            parts.push(c);
+            let taken = self.t.dumps.get(t.dump).map(|d| d.taken_ns).unwrap_or(u64::MAX);
+            let conn = if local < peer { (local, peer) } else { (peer, local) };
+            silences.push(Silence { event: t, pair: (a.min(b), a.max(b)), conn, start, end, resumed: !g.ongoing, torn_down: g.ongoing && end + AT_DUMP_NS < taken });
         }
-        for p in &mut parts {
-            let names = self.scenario.map(|s| (s.nodes[p.node.unwrap_or(0)].name.clone(), s.nodes[peer_of(p)].name.clone())).unwrap_or_default();
-            p.why = format!("no packets between {} and {} for {} ms ({} silent connections)", names.0, names.1, partition_ms(p), p.occurrences);
+        for group in overlapping(silences) {
+            let c = self.partition(&group);
+            self.candidates.push(c);
         }
-        self.candidates.extend(parts);
+        for c in &mut aside {
+            c.why = format!("{} ({} time(s))", c.why, c.occurrences);
+        }
+        self.candidates.extend(aside);
+        if self_connections > 0 {
+            self.notes.push(format!("{self_connections} gap(s) of connections of a node to itself were ignored (never a partition)"));
+        }
+    }
+
+    /// One node pair's overlapping silences as a partition candidate: the time every
+    /// connection was silent (from the latest start to the earliest resumption), a cause only
+    /// when corroborated.
+    fn partition(&self, group: &[Silence]) -> Candidate {
+        let (lo, hi) = group[0].pair;
+        let start = group.iter().map(|s| s.start).max().unwrap_or(0);
+        let resumed_end = group.iter().filter(|s| s.resumed).map(|s| s.end).min();
+        let end = resumed_end.filter(|&e| e > start).unwrap_or_else(|| group.iter().map(|s| s.end).max().unwrap_or(start));
+        let duration_ms = (end - start) / 1_000_000;
+        let mut c = self.candidate(group[0].event, FaultGuess::Partition { peer: hi, duration_ms }, start, String::new());
+        c.node = Some(lo);
+        c.who = self.name(lo);
+        c.occurrences = group.len() as u32;
+        let mut conns: Vec<(SocketAddr, SocketAddr)> = group.iter().map(|s| s.conn).collect();
+        conns.sort();
+        conns.dedup();
+        let mut evidence = Vec::new();
+        if group.iter().any(|s| s.resumed) {
+            evidence.push("traffic resumed after it".to_string());
+        }
+        if group.iter().any(|s| s.torn_down) {
+            evidence.push("a connection was torn down while silent".to_string());
+        }
+        if conns.len() > 1 {
+            evidence.push(format!("{} connections silent together", conns.len()));
+        }
+        let base = format!("no packets between {} and {} for {duration_ms} ms ({} silent connection(s))", self.name(lo), self.name(hi), conns.len());
+        let abnormal = if self.baseline.is_some() { "longer than any silence of fault-free runs on these connections; " } else { "" };
+        if evidence.is_empty() {
+            c.verdict = Verdict::Benign;
+            c.why = format!("{base}; one connection silent until the dump, as an idle connection also is");
+        } else {
+            c.why = format!("{base}; {abnormal}{}", evidence.join(", "));
+        }
+        c
     }
 
     /// A gap while one side was paused, or starting after one side was killed, is that
     /// fault's consequence.
     fn explain_gaps(&mut self) {
+        // (what, earliest and latest start of a silence it explains, node): a paused node's
+        // peer hears its last packet up to a heartbeat before the pause; a crash closes the
+        // node's connections, so a silence it causes starts at the crash, not before
         let process_faults: Vec<(String, u64, u64, Option<usize>)> = self
             .candidates
             .iter()
             .filter_map(|c| match c.guess {
-                FaultGuess::Pause { duration_ms, .. } => Some((label(c), c.at_ns, c.at_ns + duration_ms * 1_000_000, c.node)),
-                FaultGuess::Crash { .. } => Some((label(c), c.at_ns, c.at_ns, c.node)),
+                FaultGuess::Pause { duration_ms, .. } => {
+                    Some((label(c), c.at_ns.saturating_sub(EXPLAIN_SLACK_NS), c.at_ns + duration_ms * 1_000_000 + EXPLAIN_SLACK_NS, c.node))
+                }
+                FaultGuess::Crash { .. } => Some((label(c), c.at_ns.saturating_sub(CRASH_SLACK_NS), c.at_ns + EXPLAIN_SLACK_NS, c.node)),
                 _ => None,
             })
             .collect();
-        let slack = 1_500_000_000;
         for c in &mut self.candidates {
-            if !matches!(c.guess, FaultGuess::Partition { .. }) {
+            if !matches!(c.guess, FaultGuess::Partition { .. }) || c.verdict != Verdict::Cause {
                 continue;
             }
             let ends = [c.node, Some(peer_of(c))];
-            if let Some((what, _, _, _)) = process_faults.iter().find(|(_, s, e, n)| ends.contains(n) && c.at_ns + slack >= *s && c.at_ns <= e.saturating_add(slack)) {
+            if let Some((what, _, _, _)) = process_faults.iter().find(|(_, from, to, n)| ends.contains(n) && (*from..=*to).contains(&c.at_ns)) {
                 c.verdict = Verdict::Explained;
                 c.why = format!("{}; explained by {what}", c.why);
             }
@@ -320,9 +426,12 @@ impl Builder<'_> {
             let key = (t.node, who(t, self.scenario), f.syscall.clone(), f.errno.clone().unwrap_or_default(), f.path.as_deref().map(normalize_path));
             groups.entry(key).or_default().push(t);
         }
+        // the rate is judged on what happened before the first symptom, not on its aftermath
+        let first_symptom = self.symptoms.iter().map(|s| s.at_ns).min().unwrap_or(u64::MAX);
         for ((_, who_, syscall, errno, path), events) in groups {
             let first = events[0];
-            let times: Vec<u64> = events.iter().map(|e| e.at_ns).collect();
+            let before: Vec<u64> = events.iter().map(|e| e.at_ns).filter(|&t| t <= first_symptom).collect();
+            let times: Vec<u64> = if before.is_empty() { events.iter().map(|e| e.at_ns).collect() } else { before };
             let raw_path = match &first.event.what {
                 What::SyscallFailure(f) => f.path.clone(),
                 _ => None,
@@ -332,6 +441,7 @@ impl Builder<'_> {
             c.occurrences = events.len() as u32;
             c.burst = max_burst(&times);
             c.profile_per_s = self.baseline.and_then(|b| b.failures.get(&(who_, syscall.clone(), errno.clone(), path.clone())).copied());
+            c.routine = is_routine(&syscall, &errno, first_path(first));
             let (verdict, why) = self.judge_failure(&c, &errno);
             c.verdict = verdict;
             c.why = why;
@@ -349,13 +459,14 @@ impl Builder<'_> {
                 let expected = rate * BURST_WINDOW_NS as f64 / 1e9;
                 let p = poisson_tail(expected, c.burst);
                 if p < ANOMALY_P {
-                    (Verdict::Cause, format!("{seen}; fault-free runs see {rate:.2}/s ({expected:.1} per 2 s): far above (p={p:.1e})"))
+                    let routine = if c.routine { "; part of normal operation, so a raised rate is more likely load than a fault (ranked last)" } else { "" };
+                    (Verdict::Cause, format!("{seen}; fault-free runs see {rate:.2}/s ({expected:.1} per 2 s): far above (p={p:.1e}){routine}"))
                 } else {
                     (Verdict::Benign, format!("{seen}; fault-free runs see it too at {rate:.2}/s (p={p:.2})"))
                 }
             }
+            None if c.routine => (Verdict::Cause, format!("{seen}; part of normal operation (ranked last, tried after every other candidate)")),
             None if self.baseline.is_some() => (Verdict::Cause, format!("{seen}; never seen in fault-free runs")),
-            None if ROUTINE_ERRNOS.contains(&errno) => (Verdict::Benign, format!("{seen}; {errno} is routine (no profile to compare with)")),
             None => (Verdict::Cause, format!("{seen}; no profile to compare with")),
         }
     }
@@ -392,14 +503,19 @@ impl Builder<'_> {
         }
     }
 
-    /// Faults after the last symptom cannot have caused it.
+    /// Failed syscalls after the first symptom are its consequences (recovery, error
+    /// reporting, a dying process's calls); other faults after the last symptom cannot have
+    /// caused it. Either is shown, never tried.
     fn mark_late(&mut self) {
-        let Some(last) = self.symptoms.iter().map(|s| s.at_ns).max() else { return };
+        let Some(first) = self.symptoms.iter().map(|s| s.at_ns).min() else { return };
+        let last = self.symptoms.iter().map(|s| s.at_ns).max().unwrap_or(first);
         for c in &mut self.candidates {
-            if c.at_ns > last && c.verdict == Verdict::Cause {
-                c.verdict = Verdict::Late;
-                c.why = format!("{}; after the last symptom", c.why);
+            let failure = matches!(c.guess, FaultGuess::Syscall { .. });
+            if c.verdict != Verdict::Cause || c.at_ns <= if failure { first } else { last } {
+                continue;
             }
+            c.verdict = Verdict::Late;
+            c.why = format!("{}; after the {} symptom: a consequence", c.why, if failure { "first" } else { "last" });
         }
     }
 
@@ -441,14 +557,73 @@ fn peer_of(c: &Candidate) -> usize {
     }
 }
 
-fn overlaps(p: &Candidate, start: u64, end: u64) -> bool {
-    let p_end = p.at_ns + partition_ms(p) * 1_000_000;
-    start <= p_end + 1_000_000_000 && end + 1_000_000_000 >= p.at_ns
+/// One connection's silence between two scenario nodes.
+struct Silence<'e> {
+    event: &'e TimedEvent,
+    /// the two nodes, lower index first
+    pair: (usize, usize),
+    /// the connection's endpoints, ordered (both ends of one connection are one connection)
+    conn: (SocketAddr, SocketAddr),
+    start: u64,
+    end: u64,
+    /// a packet ended it
+    resumed: bool,
+    /// the connection closed while silent, before the dump
+    torn_down: bool,
+}
+
+/// Groups of silences of the same node pair that overlap in time (touching is not
+/// overlapping: an idle connection's back-to-back gaps stay apart).
+fn overlapping(mut silences: Vec<Silence>) -> Vec<Vec<Silence>> {
+    silences.sort_by_key(|s| (s.pair, s.start));
+    let mut groups: Vec<Vec<Silence>> = Vec::new();
+    let mut group_end = 0;
+    for s in silences {
+        match groups.last_mut() {
+            Some(g) if g[0].pair == s.pair && s.start < group_end => {
+                group_end = group_end.max(s.end);
+                g.push(s);
+            }
+            _ => {
+                group_end = s.end;
+                groups.push(vec![s]);
+            }
+        }
+    }
+    groups
+}
+
+/// Adds a set-aside gap of node `a`, folded with earlier ones of the same pair and reason.
+fn fold_aside(aside: &mut Vec<Candidate>, mut c: Candidate, a: usize) {
+    c.verdict = Verdict::Benign;
+    c.node = Some(a);
+    if let Some(p) = aside.iter_mut().find(|p| p.node == c.node && peer_of(p) == peer_of(&c) && p.why == c.why) {
+        p.occurrences += 1;
+        let longest = partition_ms(p).max(partition_ms(&c));
+        p.guess = FaultGuess::Partition { peer: peer_of(&c), duration_ms: longest };
+        return;
+    }
+    aside.push(c);
+}
+
+/// A failure that is part of normal operation by its nature: its errno, its call and errno,
+/// or a loader/libc probe of a path that may not exist.
+fn is_routine(syscall: &str, errno: &str, path: Option<&str>) -> bool {
+    let probe = matches!(errno, "ENOENT" | "ENOTDIR") && path.is_some_and(|p| PROBED_PATHS.iter().any(|m| p.contains(m)));
+    ROUTINE_ERRNOS.contains(&errno) || ROUTINE_FAILURES.contains(&(syscall, errno)) || probe
+}
+
+fn first_path(t: &TimedEvent) -> Option<&str> {
+    match &t.event.what {
+        What::SyscallFailure(f) => f.path.as_deref(),
+        _ => None,
+    }
 }
 
 /// Ranks causes: process faults, then partitions, then failed syscalls (the paper's
-/// order); syscall failures with routine errnos last; production order within a kind.
-fn rank(c: &Candidate) -> (u8, u8, u64) {
+/// order), failures that are part of normal operation after all of them; production order
+/// within a kind.
+fn rank(c: &Candidate) -> (u8, bool, u8, u64) {
     let kind = match c.guess {
         FaultGuess::Crash { .. } | FaultGuess::Pause { .. } => 0,
         FaultGuess::Partition { .. } => 1,
@@ -460,7 +635,7 @@ fn rank(c: &Candidate) -> (u8, u8, u64) {
         Verdict::Explained => 2,
         Verdict::Benign => 3,
     };
-    (verdict, kind, c.at_ns)
+    (verdict, c.routine, kind, c.at_ns)
 }
 
 pub fn diagnose(t: &Timeline, scenario: Option<&Scenario>, baseline: Option<&BaselineRates>) -> Diagnosis {
@@ -523,7 +698,13 @@ pub fn render(d: &Diagnosis, scenario: Option<&Scenario>) -> String {
     if !others.is_empty() {
         let _ = writeln!(out, "set aside ({}):", others.len());
         for c in others {
-            let _ = writeln!(out, "      {:>10}  {}: {} — {:?}: {}", rel(c.at_ns, d.end_ns), c.who, describe(&c.guess, scenario), c.verdict, c.why);
+            let what = match &c.guess {
+                FaultGuess::Partition { peer, duration_ms } => {
+                    format!("silence with {} for {duration_ms} ms", scenario.map(|s| s.nodes[*peer].name.clone()).unwrap_or_else(|| peer.to_string()))
+                }
+                g => describe(g, scenario),
+            };
+            let _ = writeln!(out, "      {:>10}  {}: {what} — {:?}: {}", rel(c.at_ns, d.end_ns), c.who, c.verdict, c.why);
         }
     }
     if d.unmapped_events > 0 {
@@ -545,6 +726,200 @@ mod tests {
         assert!(poisson_tail(10.0, 40) < 1e-9, "40 in a window that expects 10 is an anomaly");
         assert!(poisson_tail(60.0, 40) > 0.9, "40 in a window that expects 60 is not");
         assert_eq!(poisson_tail(0.0, 1), 0.0);
+    }
+
+    /// Gap, consequence and routine-failure rules on timelines with a dump time and three nodes.
+    mod judged {
+        use super::super::*;
+        use tracedump::event::{Event, NetworkGap, PauseCause, ProcessChange, SyscallFailure};
+
+        use crate::analysis::timeline::DumpInfo;
+
+        const S: u64 = 1_000_000_000;
+        const DUMP_AT: u64 = 200 * S;
+
+        fn scenario() -> Scenario {
+            let node = |n: &str, i: u8| format!("[[nodes]]\nname = \"{n}\"\ncommand = [\"srv\", \"{n}\"]\naddress = \"10.9.0.{i}\"\nmatch = \"{n}\"\n");
+            let text = format!("name = \"t\"\n{}{}{}[workload]\ncommand = [\"true\"]\n[oracle]\ncommand = [\"false\"]\n", node("a", 1), node("b", 2), node("c", 3));
+            Scenario::parse(&text, "t").unwrap()
+        }
+
+        fn event(at_ns: u64, node: usize, what: What) -> TimedEvent {
+            let pid = 100 + node as u32;
+            TimedEvent { at_ns, node: Some(node), dump: 0, event: Event { ts_ns: at_ns, realtime_ns: at_ns, host: "h".into(), pid, tid: pid, comm: "srv".into(), what } }
+        }
+
+        fn gap(at_ns: u64, node: usize, local: &str, peer: &str, ms: u64, packets: u64, ongoing: bool) -> TimedEvent {
+            let g = NetworkGap { local: Some(local.parse().unwrap()), peer: Some(peer.parse().unwrap()), duration_ms: ms, packets, ongoing };
+            event(at_ns, node, What::NetworkGap(g))
+        }
+
+        fn failure(at_ns: u64, node: usize, syscall: &str, errno: &str, path: Option<&str>) -> TimedEvent {
+            let f = SyscallFailure { syscall: syscall.into(), ret: -1, errno: Some(errno.into()), fd: None, path: path.map(String::from), peer: None };
+            event(at_ns, node, What::SyscallFailure(f))
+        }
+
+        fn state(at_ns: u64, node: usize, state: State) -> TimedEvent {
+            event(at_ns, node, What::ProcessState(ProcessChange { state, signal: None, sender: None, ongoing: false }))
+        }
+
+        fn timeline(mut events: Vec<TimedEvent>) -> Timeline {
+            events.sort_by_key(|e| e.at_ns);
+            let dump = DumpInfo { path: "d.tdump".into(), host: "h".into(), events: events.len(), mapped_processes: 3, processes: 3, interfaces: Vec::new(), taken_ns: DUMP_AT, lost_events: 0 };
+            Timeline { events, dumps: vec![dump], functions: Vec::new() }
+        }
+
+        fn partitions(d: &Diagnosis, verdict: Verdict) -> Vec<&Candidate> {
+            d.candidates.iter().filter(|c| matches!(c.guess, FaultGuess::Partition { .. }) && c.verdict == verdict).collect()
+        }
+
+        #[test]
+        fn gaps_and_pauses_start_at_their_time_stamp() {
+            let s = scenario();
+            // a known silence: a and b hear nothing from each other from 100 s to 104 s
+            let t = timeline(vec![
+                gap(100 * S, 0, "10.9.0.1:41000", "10.9.0.2:7000", 4000, 50, false),
+                gap(100 * S + S / 10, 1, "10.9.0.2:7000", "10.9.0.1:41000", 3900, 48, false),
+                // ongoing at the dump: silent for the last 9.6 s of the window, on two connections
+                gap(DUMP_AT - 9600 * 1_000_000, 0, "10.9.0.1:41001", "10.9.0.3:7000", 9600, 10, true),
+                gap(DUMP_AT - 9500 * 1_000_000, 2, "10.9.0.3:41002", "10.9.0.1:7001", 9500, 10, true),
+                state(50 * S, 2, State::Paused { cause: PauseCause::Stopped, duration_ms: 2000 }),
+            ]);
+            let d = diagnose(&t, Some(&s), None);
+            let cut = partitions(&d, Verdict::Cause);
+            assert_eq!(cut.len(), 2, "{:#?}", d.candidates);
+            assert_eq!((cut[0].at_ns, cut[0].guess.clone()), (100 * S + S / 10, FaultGuess::Partition { peer: 1, duration_ms: 3900 }), "the time every connection was silent");
+            assert_eq!(cut[1].at_ns, DUMP_AT - 9500 * 1_000_000, "an ongoing gap starts 9.5 s before the dump, not 19 s");
+            let pause = d.candidates.iter().find(|c| matches!(c.guess, FaultGuess::Pause { .. })).unwrap();
+            assert_eq!(pause.at_ns, 50 * S);
+        }
+
+        #[test]
+        fn idle_connections_are_not_partitions() {
+            let s = scenario();
+            let mut events: Vec<TimedEvent> = (0..20).map(|i| gap((100 + i) * S, 1, "10.9.0.2:41000", "10.9.0.1:6380", 1000, 10 + i, false)).collect();
+            events.push(gap(130 * S, 1, "10.9.0.2:41000", "10.9.0.1:6380", 4067, 40, false));
+            // a keep-alive connection to c, silent until the dump: idle or cut, nothing says which
+            events.push(gap(150 * S, 0, "10.9.0.1:41005", "10.9.0.3:2379", 50_000, 3, true));
+            let t = timeline(events);
+            let mut baseline = BaselineRates::default();
+            baseline.gaps.insert(("b".into(), "a".into(), 6380), 1050);
+            let d = diagnose(&t, Some(&s), Some(&baseline));
+            let cut = partitions(&d, Verdict::Cause);
+            assert_eq!(cut.len(), 1, "{:#?}", d.candidates);
+            assert_eq!((cut[0].at_ns, cut[0].guess.clone()), (130 * S, FaultGuess::Partition { peer: 1, duration_ms: 4067 }));
+            let idle = partitions(&d, Verdict::Benign);
+            assert_eq!(idle.len(), 2, "the idle gaps folded into one, the keep-alive apart: {idle:#?}");
+            assert_eq!(idle.iter().map(|c| c.occurrences).max(), Some(20));
+            // without the profile, the idle pings are not chained into one long partition
+            let d = diagnose(&t, Some(&s), None);
+            assert!(partitions(&d, Verdict::Cause).iter().all(|c| partition_ms(c) <= 4067), "{:#?}", d.candidates);
+        }
+
+        #[test]
+        fn a_partition_needs_corroboration() {
+            let s = scenario();
+            let torn = timeline(vec![gap(100 * S, 0, "10.9.0.1:41000", "10.9.0.2:7000", 5000, 9, true)]);
+            let d = diagnose(&torn, Some(&s), None);
+            assert_eq!(partitions(&d, Verdict::Cause).len(), 1, "closed while silent, long before the dump: {:#?}", d.candidates);
+            let together = timeline(vec![
+                gap(DUMP_AT - 8 * S, 0, "10.9.0.1:41000", "10.9.0.2:7000", 8000, 9, true),
+                gap(DUMP_AT - 8 * S, 1, "10.9.0.2:7000", "10.9.0.1:41000", 8000, 9, true),
+            ]);
+            let d = diagnose(&together, Some(&s), None);
+            assert_eq!(partitions(&d, Verdict::Benign).len(), 1, "both ends of one idle connection are one connection: {:#?}", d.candidates);
+            let mut events = together.events.clone();
+            events.push(gap(DUMP_AT - 7 * S, 1, "10.9.0.2:41009", "10.9.0.1:7001", 7000, 9, true));
+            let d = diagnose(&timeline(events), Some(&s), None);
+            assert_eq!(partitions(&d, Verdict::Cause).len(), 1, "two connections silent together: {:#?}", d.candidates);
+        }
+
+        #[test]
+        fn self_connections_and_connects_that_never_completed_are_not_partitions() {
+            let s = scenario();
+            let t = timeline(vec![
+                gap(100 * S, 0, "10.9.0.1:2379", "10.9.0.1:41000", 9000, 30, false),
+                gap(100 * S, 0, "10.9.0.1:41001", "10.9.0.2:2380", 9565, 0, true),
+                gap(120 * S, 0, "10.9.0.1:41002", "10.9.0.2:2380", 9565, 0, false),
+            ]);
+            let d = diagnose(&t, Some(&s), None);
+            assert!(partitions(&d, Verdict::Cause).is_empty(), "{:#?}", d.candidates);
+            assert!(d.notes.iter().any(|n| n.contains("to itself")), "{:?}", d.notes);
+        }
+
+        #[test]
+        fn failures_after_the_first_symptom_are_consequences() {
+            let s = scenario();
+            let t = timeline(vec![
+                failure(5 * S, 0, "read", "EIO", Some("/data/snap.1")),
+                state(10 * S, 0, State::Exited { code: 1 }),
+                failure(11 * S, 1, "epoll_wait", "EINTR", None),
+                failure(12 * S, 1, "openat", "ENOENT", Some("/usr/share/locale/de/LC_MESSAGES/libc.mo")),
+                failure(13 * S, 2, "mkdir", "EEXIST", Some("/data/recovery")),
+                state(14 * S, 1, State::Exited { code: 1 }),
+            ]);
+            let d = diagnose(&t, Some(&s), None);
+            let causes: Vec<&Candidate> = d.causes().collect();
+            assert_eq!(causes.len(), 1, "{causes:#?}");
+            assert!(matches!(&causes[0].guess, FaultGuess::Syscall { syscall, .. } if syscall == "read"));
+            let late = d.candidates.iter().filter(|c| c.verdict == Verdict::Late).count();
+            assert_eq!(late, 3, "shown, set aside: {:#?}", d.candidates);
+            assert!(render(&d, Some(&s)).contains("after the first symptom"));
+        }
+
+        #[test]
+        fn failures_of_normal_operation_rank_last() {
+            let s = scenario();
+            let mut events = Vec::new();
+            for i in 0..40 {
+                events.push(failure(10 * S + i * S / 40, 0, "epoll_ctl", "EPERM", None));
+                events.push(failure(10 * S + i * S / 40, 0, "connect", "EINPROGRESS", None));
+                events.push(failure(10 * S + i * S / 40, 0, "futex", "ETIMEDOUT", None));
+            }
+            events.push(failure(30 * S, 1, "fsync", "EIO", Some("/data/wal.3")));
+            events.push(failure(31 * S, 1, "read", "EAGAIN", None));
+            let t = timeline(events);
+            let mut baseline = BaselineRates::default();
+            for (sys, errno) in [("epoll_ctl", "EPERM"), ("connect", "EINPROGRESS"), ("futex", "ETIMEDOUT")] {
+                baseline.failures.insert(("a".into(), sys.into(), errno.into(), None), 0.5);
+            }
+            for b in [Some(&baseline), None] {
+                let d = diagnose(&t, Some(&s), b);
+                let causes: Vec<&Candidate> = d.causes().collect();
+                assert!(matches!(&causes[0].guess, FaultGuess::Syscall { syscall, .. } if syscall == "fsync"), "{causes:#?}");
+                assert!(causes[1..].iter().all(|c| c.routine), "{causes:#?}");
+                assert_eq!(causes.len(), 5, "a raised rate still makes them candidates, after the others: {causes:#?}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_partition_that_began_before_a_crash_is_not_explained_by_it() {
+        let t = timeline(vec![
+            at(5.0, Some(0), 10, gap("10.7.0.1:4000", "10.7.0.2:6379", 3000)),
+            at(5.1, Some(1), 20, gap("10.7.0.2:6379", "10.7.0.1:4000", 2900)),
+            at(6.2, Some(0), 10, killed(libc::SIGKILL, Some(999))),
+            at(9.0, Some(0), 11, exited(1)),
+        ]);
+        let d = diagnose(&t, Some(&scenario()), None);
+        assert_eq!(d.causes().count(), 2, "the partition and the crash: {:#?}", d.candidates);
+    }
+
+    #[test]
+    fn without_a_profile_loader_and_locale_probes_rank_after_the_real_fault() {
+        let probes = [
+            "/lib/x86_64-linux-gnu/glibc-hwcaps/x86-64-v3/libpthread.so.0",
+            "/usr/lib/locale/C.UTF-8/LC_MESSAGES/libc.mo",
+            "/usr/share/locale/en/LC_MESSAGES/postgres-16.mo",
+            "/usr/lib/x86_64-linux-gnu/gconv/gconv-modules.d",
+        ];
+        let mut events: Vec<TimedEvent> = probes.iter().enumerate().map(|(i, p)| at(0.1 * i as f64, Some(0), 10, failure("openat", "ENOENT", Some(p)))).collect();
+        events.push(at(3.0, Some(0), 10, failure("openat", "ENOENT", Some("/srv/db/base/1/pg_filenode.map"))));
+        events.push(at(5.0, Some(0), 10, exited(1)));
+        let d = diagnose(&timeline(events), Some(&scenario()), None);
+        let first = d.causes().next().unwrap();
+        assert!(matches!(&first.guess, FaultGuess::Syscall { raw_path: Some(p), .. } if p.ends_with("pg_filenode.map")), "{:#?}", d.candidates);
+        assert_eq!(d.causes().filter(|c| c.routine).count(), 4);
     }
 
     #[test]
@@ -662,6 +1037,7 @@ mod tests {
             ]
             .into_iter()
             .collect(),
+            ..Default::default()
         };
         let d = diagnose(&timeline(events), Some(&scenario()), Some(&baseline));
         let verdict = |syscall: &str| d.candidates.iter().find(|c| matches!(&c.guess, FaultGuess::Syscall { syscall: s, .. } if s == syscall)).unwrap();
@@ -674,7 +1050,7 @@ mod tests {
     }
 
     #[test]
-    fn without_a_profile_routine_errnos_are_benign_and_kernel_internal_ones_explained() {
+    fn without_a_profile_routine_errnos_rank_last_and_kernel_internal_ones_are_explained() {
         let t = timeline(vec![
             at(1.0, Some(0), 10, failure("read", "EAGAIN", None)),
             at(1.5, Some(0), 10, failure("read", "ERESTARTSYS", None)),
@@ -690,7 +1066,8 @@ mod tests {
                 _ => ("?", &c.verdict),
             })
             .collect();
-        assert!(verdicts.contains(&("EAGAIN", &Verdict::Benign)), "{verdicts:?}");
+        assert!(verdicts.contains(&("EAGAIN", &Verdict::Cause)), "{verdicts:?}");
+        assert!(matches!(causes(&d)[..], [FaultGuess::Syscall { errno: a, .. }, FaultGuess::Syscall { errno: b, .. }] if a == "EIO" && b == "EAGAIN"), "{verdicts:?}");
         assert!(verdicts.contains(&("ERESTARTSYS", &Verdict::Explained)), "{verdicts:?}");
         assert!(verdicts.contains(&("EIO", &Verdict::Cause)), "{verdicts:?}");
         assert!(d.notes.iter().any(|n| n.contains("no --profile")));
@@ -709,8 +1086,8 @@ mod tests {
         assert_eq!(parts.len(), 1, "{:?}", d.candidates);
         let p = parts[0];
         assert_eq!((p.node, p.occurrences, &p.verdict), (Some(0), 2, &Verdict::Cause));
-        assert_eq!(p.guess, FaultGuess::Partition { peer: 1, duration_ms: 3500 });
-        assert_eq!(p.at_ns, 2 * SEC, "a gap's interval starts before its event");
+        assert_eq!(p.guess, FaultGuess::Partition { peer: 1, duration_ms: 2500 }, "the time both ends were silent");
+        assert_eq!(p.at_ns, 5 * SEC + SEC / 2, "a gap's time stamp is when it began");
         assert!(p.why.contains("between db1 and db2"), "{}", p.why);
 
         let t = timeline(vec![

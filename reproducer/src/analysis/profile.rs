@@ -9,6 +9,9 @@
 //! - calls per candidate function, the infrequent ones (below a calls-per-second
 //!   threshold) marked: they are the functions worth tracing in production,
 //!
+//! - how long each node pair's connections fall silent (per pair and service port), so
+//!   that the diagnosis can tell an idle connection from a partition,
+//!
 //! plus `<stem>.functions`, the infrequent functions as `BINARY:SYMBOL` lines, which
 //! production tracerd reads with its `functions` setting. Paths are normalized with
 //! [`normalize_path`] so that a test run and a production host agree; the diagnosis uses
@@ -51,6 +54,9 @@ pub struct Profile {
     pub failures: Vec<FailureStat>,
     pub syscalls: Vec<SyscallStat>,
     pub functions: Vec<FunctionStat>,
+    /// silences of connections between nodes (absent in profiles written before they were recorded)
+    #[serde(default)]
+    pub gaps: Vec<GapStat>,
     pub dropped: Dropped,
     /// failed syscalls of processes that belong to no node (ignored)
     #[serde(default)]
@@ -74,6 +80,25 @@ pub struct FailureStat {
     pub path: Option<String>,
     pub per_run: Vec<u64>,
     pub per_second: f64,
+}
+
+/// Silences longer than the tracer's `gap_ms` on connections from `node` to `peer` whose
+/// service port is `port`: how idle such connections are when nothing goes wrong.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct GapStat {
+    pub node: String,
+    pub peer: String,
+    pub port: u16,
+    /// silences per run
+    pub per_run: Vec<u64>,
+    /// the longest silence of any run, including one still going on when the run ended
+    pub longest_ms: u64,
+}
+
+/// A connection's service port, the same on a test bed and in production: the lower of its
+/// two ports (the other is the client's ephemeral port).
+pub fn service_port(a: std::net::SocketAddr, b: std::net::SocketAddr) -> u16 {
+    a.port().min(b.port())
 }
 
 /// Calls of one syscall by one node's processes, failed or not.
@@ -150,6 +175,8 @@ pub struct RunData {
     pub syscalls: BTreeMap<(String, String), u64>,
     /// (binary, symbol) -> calls
     pub function_calls: BTreeMap<(String, String), u64>,
+    /// (node, peer, service port) -> (silences, longest ms)
+    pub gaps: BTreeMap<(String, String, u16), (u64, u64)>,
     /// (binary, symbol) of functions that were not attached
     pub unattached: BTreeSet<(String, String)>,
     pub dropped: Dropped,
@@ -282,7 +309,8 @@ pub fn candidate_functions(scenario: &Scenario, patterns: &[String]) -> Result<V
     Ok(out)
 }
 
-/// One run's trace, mapped to nodes; `launched` are the (node, pid) pairs the run started,
+/// One run's trace, mapped to nodes (also what `reproduce` learns from its fault-free
+/// check run when it has no profile); `launched` are the (node, pid) pairs the run started,
 /// `duration_ms` the span the trace's counts cover.
 pub fn run_data(scenario: &Scenario, trace: &Path, launched: &[(String, u32)], duration_ms: u64) -> Result<RunData> {
     let dump = tracedump::dump::Dump::read(trace)?;
@@ -292,6 +320,10 @@ pub fn run_data(scenario: &Scenario, trace: &Path, launched: &[(String, u32)], d
     let mut data = RunData { seconds: duration_ms as f64 / 1000.0, ..Default::default() };
     let node_name = |pid: u32| map.node(pid).map(|i| scenario.nodes[i].name.clone());
     for e in dump.events() {
+        if let What::NetworkGap(g) = &e.what {
+            add_gap(&mut data, scenario, g);
+            continue;
+        }
         let What::SyscallFailure(f) = e.what else { continue };
         let Some(node) = node_name(e.pid) else {
             data.unmapped_events += 1;
@@ -324,6 +356,32 @@ pub fn run_data(scenario: &Scenario, trace: &Path, launched: &[(String, u32)], d
     data.dropped.events = k.kernel.buffer_full_syscall + k.recorder.ring_overwritten;
     data.dropped.counters = k.kernel.syscall_counts_full;
     Ok(data)
+}
+
+/// A silence between two nodes' addresses (self-connections and other ends are not pairs).
+fn add_gap(data: &mut RunData, scenario: &Scenario, g: &tracedump::event::NetworkGap) {
+    let (Some(local), Some(peer)) = (g.local, g.peer) else { return };
+    let (Some(a), Some(b)) = (scenario.node_at(local.ip()), scenario.node_at(peer.ip())) else { return };
+    if a == b {
+        return;
+    }
+    let key = (scenario.nodes[a].name.clone(), scenario.nodes[b].name.clone(), service_port(local, peer));
+    let e = data.gaps.entry(key).or_default();
+    e.0 += 1;
+    e.1 = e.1.max(g.duration_ms);
+}
+
+fn gap_stats(runs: &[RunData]) -> Vec<GapStat> {
+    let keys: BTreeSet<&(String, String, u16)> = runs.iter().flat_map(|r| r.gaps.keys()).collect();
+    keys.into_iter()
+        .map(|k| GapStat {
+            node: k.0.clone(),
+            peer: k.1.clone(),
+            port: k.2,
+            per_run: runs.iter().map(|r| r.gaps.get(k).map(|g| g.0).unwrap_or(0)).collect(),
+            longest_ms: runs.iter().filter_map(|r| r.gaps.get(k)).map(|g| g.1).max().unwrap_or(0),
+        })
+        .collect()
 }
 
 /// Mean over runs of count / seconds.
@@ -422,6 +480,7 @@ pub fn aggregate(scenario: &Scenario, candidates: &[Candidate], runs: &[RunData]
         failures: failure_stats(runs),
         syscalls: syscall_stats(runs),
         functions,
+        gaps: gap_stats(runs),
         dropped,
         unmapped_events: runs.iter().map(|r| r.unmapped_events).sum(),
         unmapped_syscalls: runs.iter().map(|r| r.unmapped_syscalls).sum(),

@@ -114,6 +114,11 @@ impl Scenario {
         self.nodes.iter().position(|n| n.name == name)
     }
 
+    /// The node whose `address` is `ip`.
+    pub fn node_at(&self, ip: std::net::IpAddr) -> Option<usize> {
+        self.nodes.iter().position(|n| n.address.as_deref().and_then(|a| a.parse::<std::net::IpAddr>().ok()) == Some(ip))
+    }
+
     fn validate(&self, text: &str, origin: &str) -> Result<()> {
         let at = |i: usize, field: &str| match line_of_key(text, "nodes", i, field) {
             Some(l) => format!("scenario {origin}, line {l}: node {} field {field}", i + 1),

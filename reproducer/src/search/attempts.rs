@@ -21,6 +21,10 @@ pub struct Attempt {
     pub fired: String,
     pub confirmation: Option<Confirmation>,
     pub dir: PathBuf,
+    /// why the run gave no verdict of the oracle: a node did not start under the faults, or
+    /// the run failed
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 pub struct AttemptLog {

@@ -4,7 +4,11 @@
 //! the functions that preceded them in production (the paper's Algorithm 1, with amplification
 //! to the node that really ran the function); level 3 moves a process fault to the call sites
 //! inside the last of those functions. Every run's report and trace feed the next choice; a
-//! bug is confirmed at once by the sequential test; the winner is then minimized.
+//! bug is confirmed at once by the sequential test; the winner is then minimized, and the
+//! minimized schedule replayed afresh: after dozens of schedules, the one that passed the
+//! sequential test may have passed by luck, so the result is the rate of that independent
+//! replay. A fault that stops a node from starting is a result of its attempt, not an error;
+//! Ctrl-C ends the search with what it has.
 use std::ops::ControlFlow::{self, Break, Continue};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -29,6 +33,8 @@ const MAX_NTH: u32 = 50;
 /// Level-1 and level-2 syscall candidates tried, best ranked first.
 const MAX_SYSCALL_CANDIDATES: usize = 8;
 const MAX_SITES: usize = 40;
+/// Runs of the independent replay of the accepted schedule (the paper's confirmation size).
+pub const REPLAY_RUNS: u32 = 10;
 
 #[derive(Clone, Debug)]
 pub struct SearchConfig {
@@ -89,6 +95,33 @@ pub struct SearchResult {
     /// per fault of the schedule: what production showed and what context it got
     pub chosen: Vec<String>,
     pub seconds: f64,
+    /// the accepted schedule replayed afresh (REPLAY_RUNS runs, not counted in `runs`): the
+    /// result; None when nothing was accepted
+    pub replay: Option<Confirmation>,
+    /// Ctrl-C or SIGTERM ended the search
+    pub interrupted: bool,
+}
+
+impl SearchResult {
+    /// The rate the result stands on: the independent replay's, else the search's own.
+    pub fn rate(&self) -> Option<Confirmation> {
+        self.replay.or(self.confirmation)
+    }
+}
+
+/// The level a schedule needs: 3 with an offset inside a function, 2 with a context
+/// function or an Nth call, else 1.
+pub fn level_of(schedule: &Schedule) -> u8 {
+    let level = |f: &Fault| {
+        if f.context.offset.is_some() {
+            3
+        } else if !f.context.after_functions.is_empty() || matches!(f.action, Action::Syscall { nth, .. } if nth > 1) {
+            2
+        } else {
+            1
+        }
+    };
+    schedule.faults.iter().map(level).max().unwrap_or(0)
 }
 
 pub struct Search<'a> {
@@ -104,6 +137,7 @@ pub struct Search<'a> {
     started: Instant,
     /// schedules already run, so no two attempts run the same schedule
     seen: std::collections::HashMap<Schedule, Feedback>,
+    interrupted: bool,
 }
 
 fn symbol_of(spec: &str) -> &str {
@@ -122,7 +156,7 @@ impl<'a> Search<'a> {
         let log = AttemptLog::create(&cfg.out)?;
         Ok(Search {
             scenario, causes, cfg, runner, log, runs: 0, best: None, runs_to_first: None, level: 0,
-            started: Instant::now(), seen: Default::default(),
+            started: Instant::now(), seen: Default::default(), interrupted: false,
         })
     }
 
@@ -169,24 +203,72 @@ impl<'a> Search<'a> {
             Break(outcome) => outcome,
             Continue(()) => Outcome::Missed(self.exhausted_reason()),
         };
+        let mut outcome = outcome;
         let mut minimized = Vec::new();
         let runs_to_confirmed = matches!(outcome, Outcome::Reproduced).then_some(self.runs);
-        let (plan, confirmation, level) = match self.best.clone() {
-            Some((plan, conf, level)) if matches!(outcome, Outcome::Reproduced) => {
+        let mut replay = None;
+        let (plan, confirmation) = match self.best.clone() {
+            Some((plan, conf, _)) if matches!(outcome, Outcome::Reproduced) => {
                 let (plan, conf) = self.minimize(plan, conf, &mut minimized)?;
-                (Some(plan), Some(conf), level)
+                if !self.interrupted {
+                    let r = self.replay(&plan.schedule())?;
+                    if !r.met {
+                        outcome = Outcome::Missed(format!(
+                            "the accepted schedule passed the search's test ({}) but its independent replay reproduced the bug {} only, below the target",
+                            conf.summary(),
+                            r.summary()
+                        ));
+                    }
+                    replay = Some(r);
+                }
+                (Some(plan), Some(conf))
             }
-            Some((plan, conf, level)) => (Some(plan), Some(conf), level),
-            None => (None, None, self.level),
+            Some((plan, conf, _)) => (Some(plan), Some(conf)),
+            None => (None, None),
         };
+        if self.interrupted {
+            outcome = Outcome::Missed(format!("interrupted (Ctrl-C) after {} runs; {}", self.runs, self.best_words()));
+        }
         let chosen = plan.iter().flat_map(|p| &p.faults).map(|p| self.explain(p)).collect();
         let schedule = plan.map(|p| p.schedule());
+        let level = schedule.as_ref().map(level_of).unwrap_or(self.level);
         let attempts = self.log.into_attempts();
         let schedules_tried = attempts.iter().filter(|a| !a.what.starts_with("minimize") && a.level > 0).count() as u32;
         Ok(SearchResult {
             outcome, schedule, confirmation, level, attempts, runs: self.runs, schedules_tried,
             runs_to_first: self.runs_to_first, runs_to_confirmed, minimized, chosen, seconds: self.started.elapsed().as_secs_f64(),
+            replay, interrupted: self.interrupted,
         })
+    }
+
+    /// The accepted schedule replayed REPLAY_RUNS times afresh, in OUT/replay/: its own
+    /// runs, outside the search's budget and its selection.
+    fn replay(&mut self, schedule: &Schedule) -> Result<Confirmation> {
+        let dir = self.cfg.out.join("replay");
+        std::fs::create_dir_all(&dir)?;
+        tracedump::atomic::write_bytes(&dir.join("schedule.toml"), tracedump::atomic::SHARED, schedule.to_toml().as_bytes())?;
+        let origin = Origin { name: dir.join("schedule.toml").display().to_string(), text: None };
+        let plan = FaultPlan::new(schedule, self.scenario, &origin)?;
+        let (mut bugs, mut runs) = (0, 0);
+        for k in 1..=REPLAY_RUNS {
+            let bug = match self.runner.run(&plan, &dir) {
+                Ok(fb) => fb.bug,
+                Err(_) if self.runner.interrupted() => {
+                    self.interrupted = true;
+                    break;
+                }
+                Err(e) => {
+                    eprintln!("    replay: run {k}: the run failed: {e:#}");
+                    false
+                }
+            };
+            bugs += bug as u32;
+            runs += 1;
+            eprintln!("[replay | run {k}/{REPLAY_RUNS}] the accepted schedule afresh: bug {}", if bug { "yes" } else { "no" });
+        }
+        let (low, high) = confirm::wilson(bugs, runs);
+        let met = runs == REPLAY_RUNS && bugs as f64 >= self.cfg.target_rate * runs as f64;
+        Ok(Confirmation { bugs, runs, met, low, high })
     }
 
     fn explain(&self, p: &Planned) -> String {
@@ -389,6 +471,10 @@ impl<'a> Search<'a> {
     /// Runs `plan` once; a bug is confirmed at once. Stops the search when the target is
     /// met or the run budget is spent.
     fn evaluate(&mut self, plan: &Plan, what: String) -> Step<Feedback> {
+        if self.interrupted || self.runner.interrupted() {
+            self.interrupted = true;
+            return Ok(Break(Outcome::Missed("interrupted".into())));
+        }
         if self.runs >= self.cfg.max_runs {
             return Ok(Break(Outcome::Missed(format!("the run budget (--max-runs {}) is spent; {}", self.cfg.max_runs, self.best_words()))));
         }
@@ -397,20 +483,43 @@ impl<'a> Search<'a> {
             return Ok(Continue(fb.clone()));
         }
         let dir = self.log.next_dir(&schedule)?;
-        let fb = self.run_once(&schedule, &dir)?;
+        let (fb, note) = match self.run_once(&schedule, &dir) {
+            Ok(fb) => {
+                let note = fb.not_started.clone();
+                (fb, note)
+            }
+            Err(_) if self.runner.interrupted() => {
+                self.interrupted = true;
+                return Ok(Break(Outcome::Missed("interrupted".into())));
+            }
+            // the fault-free check runs first: what fails there is the scenario's fault
+            Err(e) if plan.faults.is_empty() => return Err(e),
+            Err(e) => {
+                let n = plan.faults.len();
+                // nothing is known of the run: as many matching calls as any, so that the
+                // Nth-call search does not take it for "no more calls"
+                (Feedback { fired: vec![false; n], matched: vec![u32::MAX; n], ..Default::default() }, Some(format!("the run failed: {e:#}")))
+            }
+        };
         self.seen.insert(schedule.clone(), fb.clone());
         let fired = format!("{}/{}", fb.fired.iter().filter(|&&f| f).count(), fb.fired.len());
-        self.progress_line(&what, &fb, &fired);
-        let number = self.log.next_number();
-        let mut attempt = Attempt { number, level: self.level, what, schedule: schedule.to_toml(), bug: fb.bug, fired, confirmation: None, dir: dir.clone() };
         if fb.bug && !plan.faults.is_empty() {
             self.runs_to_first.get_or_insert(self.runs);
+        }
+        self.progress_line(&what, &fb, &fired, note.as_deref());
+        let number = self.log.next_number();
+        let mut attempt = Attempt { number, level: self.level, what, schedule: schedule.to_toml(), bug: fb.bug, fired, confirmation: None, dir: dir.clone(), note };
+        if fb.bug && !plan.faults.is_empty() {
             let conf = self.confirm(&schedule, &dir)?;
             attempt.confirmation = Some(conf);
             self.log.push(attempt)?;
             if self.best.as_ref().is_none_or(|(_, b, _)| conf.rate() > b.rate()) {
                 self.best = Some((plan.clone(), conf, self.level));
             }
+            if self.interrupted {
+                return Ok(Break(Outcome::Missed("interrupted".into())));
+            }
+            eprintln!("    confirmation: {} ({}); best so far {}", conf.summary(), if conf.met { "target met" } else { "below the target" }, self.best_short());
             if conf.met {
                 return Ok(Break(Outcome::Reproduced));
             }
@@ -427,11 +536,28 @@ impl<'a> Search<'a> {
         }
     }
 
-    fn progress_line(&mut self, what: &str, fb: &Feedback, fired: &str) {
-        let best = self.best.as_ref().map(|(_, c, _)| format!("{:.0}%", c.rate() * 100.0)).unwrap_or_else(|| "-".into());
+    /// The best so far, as runs with the bug of runs: "3/5", "1/1 (confirming)" right
+    /// after the first run that showed it.
+    fn best_short(&self) -> String {
+        match &self.best {
+            Some((_, c, _)) => format!("{}/{}", c.bugs, c.runs),
+            None if self.runs_to_first.is_some() => "1/1 (confirming)".into(),
+            None => "-".into(),
+        }
+    }
+
+    fn progress_line(&mut self, what: &str, fb: &Feedback, fired: &str, note: Option<&str>) {
+        let best = match (&self.best, fb.bug) {
+            (Some((_, c, _)), true) => format!("{}/{}, this one confirming", c.bugs, c.runs),
+            _ => self.best_short(),
+        };
         let (level, runs, max) = (self.level, self.runs, self.cfg.max_runs);
         let attempt = self.log.next_number();
-        eprintln!("[level {level} | attempt {attempt} | run {runs}/{max} | best {best}] {what}: bug {}, fired {fired}", if fb.bug { "YES" } else { "no" });
+        let bug = match note {
+            Some(n) => format!("no — {n}"),
+            None => (if fb.bug { "YES" } else { "no" }).to_string(),
+        };
+        eprintln!("[level {level} | attempt {attempt} | run {runs}/{max} | best {best}] {what}: bug {bug}, fired {fired}");
     }
 
     /// The sequential test on `schedule`; when the run budget ends first, the rate of the
@@ -440,12 +566,23 @@ impl<'a> Search<'a> {
         let target = self.cfg.target_rate;
         let (mut bugs, mut runs) = (0u32, 0u32);
         let outcome = confirm::confirm(target, |k| {
-            if self.runs >= self.cfg.max_runs {
+            self.interrupted |= self.runner.interrupted();
+            if self.runs >= self.cfg.max_runs || self.interrupted {
                 return Ok(None);
             }
             let sub = dir.join(format!("confirm-{k:02}"));
             std::fs::create_dir_all(&sub)?;
-            let fb = self.run_once(schedule, &sub)?;
+            let fb = match self.run_once(schedule, &sub) {
+                Ok(fb) => fb,
+                Err(_) if self.runner.interrupted() => {
+                    self.interrupted = true;
+                    return Ok(None);
+                }
+                Err(e) => {
+                    eprintln!("    confirming: run {k}: the run failed: {e:#}");
+                    Feedback::default()
+                }
+            };
             eprintln!("    confirming: run {k}: bug {}", if fb.bug { "yes" } else { "no" });
             bugs += fb.bug as u32;
             runs += 1;
@@ -517,7 +654,7 @@ impl<'a> Search<'a> {
         let conf = self.confirm(&schedule, &dir)?;
         eprintln!("[minimize | run {}/{}] {what}: {}", self.runs, self.cfg.max_runs, if conf.met { "not needed" } else { "needed" });
         let number = self.log.next_number();
-        let attempt = Attempt { number, level: 0, what, schedule: schedule.to_toml(), bug: conf.bugs > 0, fired: String::new(), confirmation: Some(conf), dir };
+        let attempt = Attempt { number, level: 0, what, schedule: schedule.to_toml(), bug: conf.bugs > 0, fired: String::new(), confirmation: Some(conf), dir, note: None };
         self.log.push(attempt)?;
         Ok(conf.met.then_some(conf))
     }

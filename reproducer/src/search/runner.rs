@@ -24,6 +24,9 @@ pub struct Feedback {
     pub matched: Vec<u32>,
     /// per node: the function symbols it entered, in order
     pub functions: Vec<Vec<String>>,
+    /// a node did not start under the plan's faults: the run ended there (no workload, no
+    /// oracle); which node, why, and what had fired
+    pub not_started: Option<String>,
 }
 
 pub trait Runner {
@@ -33,6 +36,11 @@ pub trait Runner {
     /// Where inside `symbol` of `binary` a process fault can be placed (level 3).
     fn injection_sites(&self, binary: &Path, symbol: &str) -> Result<Vec<Site>> {
         binary::injection_sites(binary, symbol)
+    }
+
+    /// The user asked to stop (Ctrl-C, SIGTERM): the search ends with what it has.
+    fn interrupted(&self) -> bool {
+        crate::testbed::interrupt::requested()
     }
 }
 
@@ -70,7 +78,7 @@ impl<'a> TestbedRunner<'a> {
                 }
             }
         }
-        Ok(Feedback { bug: r.bug, fired, matched: r.matched.clone(), functions })
+        Ok(Feedback { bug: r.bug && r.not_started.is_none(), fired, matched: r.matched.clone(), functions, not_started: r.not_started.clone() })
     }
 }
 

@@ -26,11 +26,16 @@ struct Fake {
     bug: Box<BugOracle>,
     sites: Vec<u64>,
     runs: Cell<u32>,
+    /// what a run with this plan does instead of finishing: Err(text) fails the run, Ok(text)
+    /// is a node that did not start
+    breaks: Box<dyn Fn(&FaultPlan, u32) -> Option<std::result::Result<String, String>>>,
+    /// from this run on, the user has pressed Ctrl-C (that run fails as the testbed's does)
+    interrupt_at: Option<u32>,
 }
 
 impl Fake {
     fn new(bug: impl Fn(&FaultPlan, &[bool], u32) -> bool + 'static) -> Fake {
-        Fake { functions: vec![Vec::new(), Vec::new()], calls: 10, bug: Box::new(bug), sites: Vec::new(), runs: Cell::new(0) }
+        Fake { functions: vec![Vec::new(), Vec::new()], calls: 10, bug: Box::new(bug), sites: Vec::new(), runs: Cell::new(0), breaks: Box::new(|_, _| None), interrupt_at: None }
     }
 
     fn fires(&self, f: &PlannedFault) -> bool {
@@ -48,9 +53,21 @@ impl Runner for Fake {
         assert!(dir.join("schedule.toml").exists() || dir.file_name().unwrap().to_string_lossy().starts_with("confirm-"));
         let run = self.runs.get() + 1;
         self.runs.set(run);
+        if self.interrupt_at.is_some_and(|at| run >= at) {
+            anyhow::bail!("interrupted");
+        }
         let fired: Vec<bool> = plan.faults.iter().map(|f| self.fires(f)).collect();
+        match (self.breaks)(plan, run) {
+            Some(Err(e)) => anyhow::bail!("{e}"),
+            Some(Ok(why)) => return Ok(Feedback { bug: false, matched: vec![self.calls; plan.len()], fired, functions: self.functions.clone(), not_started: Some(why) }),
+            None => {}
+        }
         let bug = (self.bug)(plan, &fired, run);
-        Ok(Feedback { bug, matched: vec![self.calls; plan.len()], fired, functions: self.functions.clone() })
+        Ok(Feedback { bug, matched: vec![self.calls; plan.len()], fired, functions: self.functions.clone(), not_started: None })
+    }
+
+    fn interrupted(&self) -> bool {
+        self.interrupt_at.is_some_and(|at| self.runs.get() >= at)
     }
 
     fn injection_sites(&self, _binary: &Path, _symbol: &str) -> Result<Vec<Site>> {
@@ -70,6 +87,7 @@ fn candidate(guess: FaultGuess, node: usize, at_s: u64, preceding: &[&str]) -> C
         profile_per_s: None,
         burst: 1,
         preceding_functions: preceding.iter().map(|f| format!("/opt/kv:{f}")).collect(),
+        routine: false,
         verdict: Verdict::Cause,
         why: "production said so".into(),
     }
@@ -106,14 +124,18 @@ fn level_1_reproduces_and_minimization_drops_the_fault_not_needed() {
     let r = r.unwrap();
     assert_eq!(r.outcome, Outcome::Reproduced);
     assert_eq!(r.level, 1);
-    let schedule = r.schedule.unwrap();
+    let schedule = r.schedule.clone().unwrap();
     assert_eq!(schedule.faults.len(), 1, "{schedule:?}");
     assert_eq!(schedule.faults[0].action, Action::Crash { signal: Some("SIGKILL".into()) });
     assert_eq!(r.minimized.len(), 1);
     assert!(r.minimized[0].contains("without fault 2 (pause of db2"), "{:?}", r.minimized);
     let c = r.confirmation.unwrap();
     assert!(c.met && c.bugs == c.runs, "{c:?}");
-    assert_eq!(r.runs, fake.runs.get(), "every run is counted");
+    let replay = r.replay.unwrap();
+    assert_eq!((replay.bugs, replay.runs, replay.met), (REPLAY_RUNS, REPLAY_RUNS, true));
+    assert_eq!(r.rate(), Some(replay), "the independent replay is the result");
+    assert_eq!(r.runs + REPLAY_RUNS, fake.runs.get(), "every run is counted, the replay's apart");
+    assert!(out.path().join("replay/schedule.toml").exists());
     assert_eq!((r.runs_to_first, r.schedules_tried), (Some(2), 1), "the fault-free check, then level 1");
     // the attempt log: one file for all, one directory per attempt with its schedule
     let log: serde_json::Value = serde_json::from_slice(&std::fs::read(out.path().join("attempts.json")).unwrap()).unwrap();
@@ -214,4 +236,89 @@ fn nothing_to_inject_is_an_error() {
     let e = search(&mut fake, &diagnosis(Vec::new()), 150).0.err().unwrap().to_string();
     assert!(e.contains("nothing to search"), "{e}");
     assert_eq!(fake.runs.get(), 0);
+}
+
+fn syscall_nth(plan: &FaultPlan) -> u32 {
+    match plan.faults.first().map(|f| &f.action) {
+        Some(PlannedAction::Syscall { nth, .. }) => *nth,
+        _ => 0,
+    }
+}
+
+#[test]
+fn a_fault_that_stops_a_node_from_starting_is_a_result_and_the_search_goes_on() {
+    let eperm = FaultGuess::Syscall { syscall: "prctl".into(), errno: "EPERM".into(), path: None, raw_path: None };
+    let d = diagnosis(vec![candidate(eperm, 0, 1, &[])]);
+    // the 1st and 2nd prctl are start-up calls: failing them stops db1 (or breaks the run)
+    let mut fake = Fake::new(|plan, _, _| syscall_nth(plan) == 3);
+    fake.breaks = Box::new(|plan, _| match syscall_nth(plan) {
+        1 => Some(Ok("node db1 exited (exit status: 1) before it was ready; fault 1 fired in pid 77 before it was ready".into())),
+        2 => Some(Err("the test bed hiccuped".into())),
+        _ => None,
+    });
+    let (r, out) = search(&mut fake, &d, 150);
+    let r = r.unwrap();
+    assert_eq!((r.outcome, r.level), (Outcome::Reproduced, 2), "the Nth-call search moved past the start-up calls");
+    let notes: Vec<&str> = r.attempts.iter().filter_map(|a| a.note.as_deref()).collect();
+    assert_eq!(notes.len(), 2, "{:?}", r.attempts);
+    assert!(notes[0].contains("node db1 exited") && notes[0].contains("fault 1 fired in pid 77"), "{notes:?}");
+    assert!(notes[1].contains("the run failed: the test bed hiccuped"), "{notes:?}");
+    assert!(r.attempts.iter().filter(|a| a.note.is_some()).all(|a| !a.bug));
+    let log = std::fs::read_to_string(out.path().join("attempts.json")).unwrap();
+    assert!(log.contains("fault 1 fired in pid 77"), "recorded like any other attempt");
+}
+
+#[test]
+fn a_failure_of_the_fault_free_check_is_the_scenario_s_error() {
+    let d = diagnosis(vec![candidate(crash(), 0, 1, &[])]);
+    let mut fake = Fake::new(|_, _, _| false);
+    fake.breaks = Box::new(|plan, _| plan.is_empty().then(|| Err("node db1 never became ready".into())));
+    let e = search(&mut fake, &d, 150).0.err().unwrap().to_string();
+    assert!(e.contains("never became ready"), "{e}");
+}
+
+#[test]
+fn ctrl_c_ends_the_search_with_what_it_has() {
+    let d = diagnosis(vec![candidate(crash(), 0, 1, &["g", "f"])]);
+    let mut fake = Fake::new(|plan, _, run| !plan.is_empty() && run % 2 == 0);
+    fake.functions = vec![vec!["g".into(), "f".into()], Vec::new()];
+    fake.interrupt_at = Some(9);
+    let (r, out) = search(&mut fake, &d, 150);
+    let r = r.unwrap();
+    assert!(r.interrupted);
+    let Outcome::Missed(why) = &r.outcome else { panic!("{:?}", r.outcome) };
+    assert!(why.starts_with("interrupted (Ctrl-C) after 9 runs; best schedule so far:"), "{why}");
+    assert!(r.schedule.is_some() && r.confirmation.is_some(), "the best schedule is kept");
+    assert!(r.replay.is_none());
+    assert_eq!(fake.runs.get(), 9, "nothing runs after the interruption");
+    assert!(out.path().join("attempts.json").exists());
+}
+
+#[test]
+fn the_accepted_schedule_is_replayed_afresh_and_that_rate_is_the_result() {
+    let d = diagnosis(vec![candidate(crash(), 0, 1, &[])]);
+    // lucky: the bug shows in the search's runs (2, then 3..9: 7/7 accepts), never afterwards
+    let mut fake = Fake::new(|plan, _, run| !plan.is_empty() && run <= 9);
+    let r = search(&mut fake, &d, 150).0.unwrap();
+    assert!(r.confirmation.unwrap().met, "the search's own test passed");
+    let replay = r.replay.unwrap();
+    assert_eq!((replay.bugs, replay.runs, replay.met), (0, REPLAY_RUNS, false));
+    let Outcome::Missed(why) = &r.outcome else { panic!("a lucky schedule is not a reproduction") };
+    assert!(why.contains("independent replay reproduced the bug 0/10"), "{why}");
+    assert_eq!(r.rate(), Some(replay));
+}
+
+#[test]
+fn the_reported_level_is_that_of_the_minimized_schedule() {
+    let d = diagnosis(vec![candidate(crash(), 0, 1, &["g"]), candidate(crash(), 1, 2, &[])]);
+    // the bug needs only the crash of db2, but level 1 (both crashes, no context) misses it
+    let mut fake = Fake::new(|plan, _, _| plan.faults.iter().any(|f| f.node == 1) && (plan.len() == 1 || !plan.faults[0].context().after_functions.is_empty()));
+    fake.functions = vec![vec!["g".into()], Vec::new()];
+    let r = search(&mut fake, &d, 150).0.unwrap();
+    assert_eq!(r.outcome, Outcome::Reproduced);
+    let schedule = r.schedule.unwrap();
+    assert_eq!(schedule.faults.len(), 1, "{schedule:?}");
+    assert!(r.attempts.iter().any(|a| a.level == 2 && a.confirmation.is_some_and(|c| c.met)), "accepted at level 2");
+    assert_eq!(r.level, 1, "reported: the level of the minimized schedule");
+    assert_eq!(level_of(&schedule), 1);
 }

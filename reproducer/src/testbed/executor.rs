@@ -67,7 +67,24 @@ pub struct RunReport {
     pub matched: Vec<u32>,
     /// from the first node's start to the trace dump: the span the trace's counts cover
     pub duration_ms: u64,
+    /// a node did not start (it exited or never became ready) and the run ended there, without
+    /// workload or oracle: which node, why, and which faults had fired by then
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_started: Option<String>,
 }
+
+/// A node that exited or never became ready: with faults injected, a result of the run
+/// (the fault stopped it), not an error of the test bed.
+#[derive(Debug)]
+pub struct NotStarted(pub String);
+
+impl std::fmt::Display for NotStarted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for NotStarted {}
 
 struct NodeProc {
     child: Option<Child>,
@@ -220,12 +237,15 @@ fn run_in(scenario: &Scenario, plan: &FaultPlan, workdir: &Path, opts: &RunOptio
             nrs.collect::<BTreeSet<_>>().into_iter().collect()
         })
         .collect();
-    let report = RunReport { bug: false, timed_out: false, fired: Vec::new(), faults: plan.len(), context: Vec::new(), workdir: workdir.to_path_buf(), trace: None, kept: false, launched: Vec::new(), matched: Vec::new(), duration_ms: 0 };
+    let report = RunReport { bug: false, timed_out: false, fired: Vec::new(), faults: plan.len(), context: Vec::new(), workdir: workdir.to_path_buf(), trace: None, kept: false, launched: Vec::new(), matched: Vec::new(), duration_ms: 0, not_started: None };
     let mut run = Run {
         scenario, plan, workdir: workdir.to_path_buf(), vars, netbed, injector, session, shared, fired_rx,
         supervisors: Vec::new(), procs: Vec::new(), notify_syscalls, started: Instant::now(), started_boot_ns: boottime_ns(), report, resumes: Vec::new(),
     };
-    let outcome = run.drive();
+    let outcome = match run.drive() {
+        Err(e) if !plan.faults.is_empty() && e.downcast_ref::<NotStarted>().is_some() => run.end_not_started(&e),
+        other => other,
+    };
     run.teardown();
     outcome?;
     Ok(run.report)
@@ -288,7 +308,8 @@ impl Run<'_> {
                 bail!("interrupted");
             }
             if let Some(status) = self.procs[i].child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
-                bail!("node {} exited ({status}) before it was ready; its log ends: {}", node.name, nodes::log_tail(&self.log_of(&node.name), 10));
+                let log = nodes::log_tail(&self.log_of(&node.name), 10);
+                return Err(NotStarted(format!("node {} exited ({status}) before it was ready; its log ends: {log}", node.name)).into());
             }
             let status = nodes::run_until(&argv, netns.as_deref(), &self.workdir, &log, Instant::now() + Duration::from_secs(5))?;
             if status.is_some_and(|s| s.success()) {
@@ -297,7 +318,24 @@ impl Run<'_> {
             }
             std::thread::sleep(Duration::from_millis(100));
         }
-        bail!("node {} never became ready ({}); its log ends: {}", node.name, ready.join(" "), nodes::log_tail(&self.log_of(&node.name), 10))
+        let log = nodes::log_tail(&self.log_of(&node.name), 10);
+        Err(NotStarted(format!("node {} never became ready ({}); its log ends: {log}", node.name, ready.join(" "))).into())
+    }
+
+    /// Ends a run whose node did not start: what fired until then, the trace, run.json.
+    fn end_not_started(&mut self, e: &anyhow::Error) -> Result<()> {
+        let events = self.injector.poll(Duration::from_millis(50))?;
+        self.handle_probe_events(events);
+        let fired: Vec<String> = self.report.fired.iter().map(|f| format!("fault {} fired in pid {}", f.fault, f.pid)).collect();
+        let fired = if fired.is_empty() { "no fault had fired".to_string() } else { fired.join(", ") };
+        self.report.not_started = Some(format!("{e}; {fired} before it was ready"));
+        self.report.matched = self.shared.counts.lock().map(|c| c.clone()).unwrap_or_default();
+        let trace_dir = self.workdir.join("trace");
+        std::fs::create_dir_all(&trace_dir)?;
+        self.report.duration_ms = boottime_ns().saturating_sub(self.started_boot_ns) / 1_000_000;
+        self.report.trace = Some(self.session.dump(&trace_dir)?);
+        std::fs::write(self.workdir.join("run.json"), serde_json::to_vec_pretty(&self.report)?)?;
+        Ok(())
     }
 
     fn record(&mut self, fault: usize, pid: u32, tid: u32, ts_ns: u64, detail: String) {
