@@ -322,3 +322,19 @@ fn the_reported_level_is_that_of_the_minimized_schedule() {
     assert_eq!(r.level, 1, "reported: the level of the minimized schedule");
     assert_eq!(level_of(&schedule), 1);
 }
+
+#[test]
+fn best_right_after_a_bug_run_is_not_zero() {
+    let d = diagnosis(vec![candidate(crash(), 0, 1, &[])]);
+    let scenario = Scenario::parse(SCENARIO, "t").unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let mut fake = Fake::new(|_, _, _| false);
+    let cfg = SearchConfig { target_rate: 0.8, max_runs: 10, out: out.path().to_path_buf() };
+    let mut s = Search::new(&scenario, &d, cfg, &mut fake).unwrap();
+    assert_eq!(s.best_short(), "-");
+    s.runs_to_first = Some(2);
+    assert_eq!(s.best_short(), "1/1 (confirming)", "the run that showed the bug, before its confirmation");
+    let plan = s.plan_of(&[0]);
+    s.best = Some((plan, Confirmation { bugs: 0, runs: 2, met: false, low: 0.0, high: 0.66 }, 1));
+    assert_eq!(s.best_short(), "0/2", "runs with the bug of runs, not a bare 0%");
+}
