@@ -18,7 +18,7 @@ fn ongoing_records(engine: &Engine, rec: &mut Recorder, config: &Config, now_boo
     let mut out = Vec::new();
     let gap_ns = config.gap_ms * 1_000_000;
     for c in engine.connections()? {
-        if now_boot.saturating_sub(c.last_ns) <= gap_ns {
+        if now_boot.saturating_sub(c.last_ns) <= gap_ns && !config.dump_every_connection {
             continue;
         }
         let endpoints = rec.endpoints_blob(&c.local, &c.peer);

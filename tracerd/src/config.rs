@@ -61,6 +61,10 @@ pub struct Config {
     /// through the engine). Not a file setting: for programs that embed the engine.
     #[serde(skip)]
     pub targets_added_later: bool,
+    /// At dump time, record every watched connection with its current silence, however
+    /// short (profiles: which connections exist and how idle they are). Not a file setting.
+    #[serde(skip)]
+    pub dump_every_connection: bool,
 }
 
 impl Default for Config {
@@ -87,6 +91,7 @@ impl Default for Config {
             function_events: true,
             tolerate_unattachable_functions: false,
             targets_added_later: false,
+            dump_every_connection: false,
         }
     }
 }

@@ -318,11 +318,11 @@ impl Builder<'_> {
             let d = g.duration_ms;
             // the event's time stamp is when the silence began
             let (start, end) = (t.at_ns, t.at_ns + d * 1_000_000);
+            let norm = self.idle_norm(a, b, port);
             let reason = if g.packets == 0 {
                 Some("the connection never carried a packet (a connect that did not complete, or a peer that never spoke)".to_string())
             } else {
-                self.idle_norm(a, b, port)
-                    .filter(|&longest| d as f64 <= longest as f64 * IDLE_SLACK)
+                norm.filter(|&longest| d as f64 <= longest as f64 * IDLE_SLACK)
                     .map(|longest| format!("an idle connection: fault-free runs see {}→{} port {port} silent for up to {longest} ms", self.name(a), self.name(b)))
             };
             if let Some(reason) = reason {
@@ -331,9 +331,9 @@ impl Builder<'_> {
                 fold_aside(&mut aside, c, a);
                 continue;
             }
-            let taken = self.t.dumps.get(t.dump).map(|d| d.taken_ns).unwrap_or(u64::MAX);
+            let taken = self.t.dumps.get(t.dump).map(|d| d.taken_ns).unwrap_or(0); // unknown: cannot tell a close from the dump
             let conn = if local < peer { (local, peer) } else { (peer, local) };
-            silences.push(Silence { event: t, pair: (a.min(b), a.max(b)), conn, start, end, resumed: !g.ongoing, torn_down: g.ongoing && end + AT_DUMP_NS < taken });
+            silences.push(Silence { event: t, pair: (a.min(b), a.max(b)), conn, start, end, resumed: !g.ongoing, torn_down: g.ongoing && end + AT_DUMP_NS < taken, beyond_norm: norm });
         }
         for group in overlapping(silences) {
             let c = self.partition(&group);
@@ -374,8 +374,11 @@ impl Builder<'_> {
         if conns.len() > 1 {
             evidence.push(format!("{} connections silent together", conns.len()));
         }
+        if let Some(longest) = group.iter().filter_map(|s| s.beyond_norm).max() {
+            evidence.push(format!("fault-free runs never see these connections silent over {longest} ms"));
+        }
         let base = format!("no packets between {} and {} for {duration_ms} ms ({} silent connection(s))", self.name(lo), self.name(hi), conns.len());
-        let abnormal = if self.baseline.is_some() { "longer than any silence of fault-free runs on these connections; " } else { "" };
+        let abnormal = "";
         if evidence.is_empty() {
             c.verdict = Verdict::Benign;
             c.why = format!("{base}; one connection silent until the dump, as an idle connection also is");
@@ -570,6 +573,8 @@ struct Silence<'e> {
     resumed: bool,
     /// the connection closed while silent, before the dump
     torn_down: bool,
+    /// the profile knows this pair and port, silent at most this long (ms) without faults
+    beyond_norm: Option<u64>,
 }
 
 /// Groups of silences of the same node pair that overlap in time (touching is not
@@ -891,6 +896,22 @@ mod tests {
                 assert_eq!(causes.len(), 5, "a raised rate still makes them candidates, after the others: {causes:#?}");
             }
         }
+    }
+
+    #[test]
+    fn a_connection_the_profile_knows_as_busy_is_a_partition_when_long_silent() {
+        // the replication link: pings every second fault-free; cut, it stays silent until the dump
+        let t = timeline(vec![
+            at(5.0, Some(1), 20, What::NetworkGap(NetworkGap { local: Some("10.7.0.2:44792".parse().unwrap()), peer: Some("10.7.0.1:6380".parse().unwrap()), duration_ms: 4071, packets: 18, ongoing: true })),
+            at(9.5, Some(1), 20, exited(1)),
+        ]);
+        let d = diagnose(&t, Some(&scenario()), None);
+        assert!(d.causes().next().is_none(), "no profile: one silent connection is not enough: {:#?}", d.candidates);
+        let mut baseline = BaselineRates::default();
+        baseline.gaps.insert(("db2".into(), "db1".into(), 6380), 1020);
+        let d = diagnose(&t, Some(&scenario()), Some(&baseline));
+        let p = d.causes().next().expect("a partition");
+        assert!(p.why.contains("never see these connections silent over 1020 ms"), "{}", p.why);
     }
 
     #[test]

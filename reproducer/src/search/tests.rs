@@ -17,6 +17,10 @@ const SCENARIO: &str = "name = \"kv\"\n\
 /// Whether a run of a plan (with the faults that fired, the run's number) shows the bug.
 type BugOracle = dyn Fn(&FaultPlan, &[bool], u32) -> bool;
 
+/// How a run breaks instead of finishing: Err(text) fails it, Ok(text) is a node that did
+/// not start.
+type Breaks = dyn Fn(&FaultPlan, u32) -> Option<std::result::Result<String, String>>;
+
 /// A system under test: `bug` says whether a run with this plan shows the bug; a fault fires
 /// when its node ran its whole context (`functions` per node) and its nth call exists.
 struct Fake {
@@ -28,7 +32,7 @@ struct Fake {
     runs: Cell<u32>,
     /// what a run with this plan does instead of finishing: Err(text) fails the run, Ok(text)
     /// is a node that did not start
-    breaks: Box<dyn Fn(&FaultPlan, u32) -> Option<std::result::Result<String, String>>>,
+    breaks: Box<Breaks>,
     /// from this run on, the user has pressed Ctrl-C (that run fails as the testbed's does)
     interrupt_at: Option<u32>,
 }
@@ -321,4 +325,20 @@ fn the_reported_level_is_that_of_the_minimized_schedule() {
     assert!(r.attempts.iter().any(|a| a.level == 2 && a.confirmation.is_some_and(|c| c.met)), "accepted at level 2");
     assert_eq!(r.level, 1, "reported: the level of the minimized schedule");
     assert_eq!(level_of(&schedule), 1);
+}
+
+#[test]
+fn best_right_after_a_bug_run_is_not_zero() {
+    let d = diagnosis(vec![candidate(crash(), 0, 1, &[])]);
+    let scenario = Scenario::parse(SCENARIO, "t").unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let mut fake = Fake::new(|_, _, _| false);
+    let cfg = SearchConfig { target_rate: 0.8, max_runs: 10, out: out.path().to_path_buf() };
+    let mut s = Search::new(&scenario, &d, cfg, &mut fake).unwrap();
+    assert_eq!(s.best_short(), "-");
+    s.runs_to_first = Some(2);
+    assert_eq!(s.best_short(), "1/1 (confirming)", "the run that showed the bug, before its confirmation");
+    let plan = s.plan_of(&[0]);
+    s.best = Some((plan, Confirmation { bugs: 0, runs: 2, met: false, low: 0.0, high: 0.66 }, 1));
+    assert_eq!(s.best_short(), "0/2", "runs with the bug of runs, not a bare 0%");
 }

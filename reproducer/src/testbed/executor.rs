@@ -115,6 +115,10 @@ fn function_spec(func: &str, node: &NodeInfo) -> String {
     if func.contains(':') { func.to_string() } else { format!("{}:{func}", node.binary.display()) }
 }
 
+/// The gap threshold of profile runs: low enough that every connection between nodes that
+/// pauses at all is recorded with its longest silence.
+pub const PROFILE_GAP_MS: u64 = 200;
+
 fn trace_config(plan: &FaultPlan, infos: &[NodeInfo], opts: &RunOptions) -> tracerd::config::Config {
     let extra = &opts.trace_functions;
     let mut functions = BTreeSet::new();
@@ -132,13 +136,15 @@ fn trace_config(plan: &FaultPlan, infos: &[NodeInfo], opts: &RunOptions) -> trac
         targets_added_later: true,
         ring_events: 200_000,
         blob_bytes: 4 << 20,
-        gap_ms: 1000,
+        // profile runs see shorter silences too: how long each connection normally idles
+        gap_ms: if opts.profiling { PROFILE_GAP_MS } else { 1000 },
         pause_ms: 1000,
         kernel_buffer_bytes: 4 << 20,
         uprobe: functions.into_iter().collect(),
         count_syscalls: opts.profiling,
         function_events: !opts.profiling,
         tolerate_unattachable_functions: opts.profiling,
+        dump_every_connection: opts.profiling,
         ..Default::default()
     }
 }
