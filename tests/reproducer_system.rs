@@ -456,3 +456,41 @@ fn sigint_mid_run_leaves_nothing_behind() {
     assert!(!status.success(), "an interrupted run is not a success");
     assert_clean(links);
 }
+
+#[test]
+fn go_functions_of_a_stripped_binary_are_profiled_and_are_fault_context() {
+    require_root();
+    let links = link_count();
+    let gonode = go_program("gonode").display().to_string();
+    let scenario = r#"name = "go"
+[[nodes]]
+name = "n1"
+command = ["GONODE", "calls", "5", "50"]
+[workload]
+command = ["sleep", "1.5"]
+[oracle]
+command = ["sh", "-c", "! grep -q done {workdir}/n1.log && [ ! -e {workdir}/snapshot-0 ]"]
+"#
+    .replace("GONODE", &gonode);
+    let schedule = "[[faults]]\nnode = \"n1\"\nkind = \"crash\"\nafter_functions = [\"main.(*store).storeSnapshot\"]\n";
+    let (dir, sc, sch) = files(&scenario, schedule);
+    let out_path = dir.path().join("profile.json");
+    let out = reproducer(&["profile", "--scenario", sc.to_str().unwrap(), "--runs", "2", "--functions-from", "main.*", "--out", out_path.to_str().unwrap()]);
+    let t = text(&out);
+    assert!(out.status.success(), "{t}");
+    let p: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&out_path).unwrap()).unwrap();
+    let functions = p["functions"].as_array().unwrap();
+    let snapshot = functions
+        .iter()
+        .find(|f| f["symbol"] == "main.(*store).storeSnapshot")
+        .unwrap_or_else(|| panic!("the Go method is a candidate of the stripped binary: {functions:#?}"));
+    assert_eq!(snapshot["per_run"], serde_json::json!([5, 5]));
+    assert_eq!(snapshot["binary"], std::fs::canonicalize(&gonode).unwrap().display().to_string());
+    assert!(functions.iter().all(|f| f["symbol"].as_str().unwrap().starts_with("main.")), "{functions:#?}");
+    assert_clean(links);
+
+    let out = reproducer(&["replay", "--scenario", sc.to_str().unwrap(), "--schedule", sch.to_str().unwrap(), "--runs", "3"]);
+    let t = text(&out);
+    assert!(out.status.success() && t.contains("replay rate: 3/3"), "{t}");
+    assert_clean(links);
+}

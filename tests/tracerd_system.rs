@@ -183,6 +183,33 @@ fn functions_of_one_binary_share_a_link_and_are_counted_and_recorded() {
 }
 
 #[test]
+fn functions_of_a_stripped_go_binary_are_counted() {
+    require_root();
+    let prog = go_program("gonode");
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("count.toml");
+    std::fs::write(&config, "function_events = false\n").unwrap();
+    let marker = format!("{}:main.tracerdTestMarker", prog.display());
+    let method = format!("{}:main.(*store).storeSnapshot", prog.display());
+    let d = Daemon::start(&["--config", config.to_str().unwrap(), "--target-comm", "gonode", "--uprobe", &marker, "--uprobe", &method]);
+    let work = tempfile::tempdir().unwrap();
+    let status = Command::new(&prog).args(["calls", "7"]).current_dir(work.path()).stdout(Stdio::null()).status().unwrap();
+    assert!(status.success());
+    let meta = inspect_meta(&d.dump());
+    assert_eq!(meta["function_calls"], serde_json::json!([7, 7]), "Go functions from .gopclntab are probed at their entry");
+
+    drop(d);
+    // one function alone takes the single-uprobe path, which must resolve Go names too
+    let single = Daemon::start(&["--target-comm", "gonode", "--uprobe", &method]);
+    let status = Command::new(&prog).args(["calls", "3"]).current_dir(work.path()).stdout(Stdio::null()).status().unwrap();
+    assert!(status.success());
+    assert_eq!(inspect_meta(&single.dump())["function_calls"], serde_json::json!([3]));
+    let sock = dir.path().join("s.sock");
+    let err = tracerd_fails(&["run", "--uprobe", &format!("{}:main.noSuchFunction", prog.display()), "--control-socket", sock.to_str().unwrap()]);
+    assert!(err.contains("main.noSuchFunction") && err.contains(".gopclntab") && !err.contains("nm -D"), "{err}");
+}
+
+#[test]
 fn second_dump_holds_later_events_and_filters_non_targets() {
     require_root();
     let prog = eventgen_as("eg_twice");

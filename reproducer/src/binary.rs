@@ -28,7 +28,7 @@ pub struct FunctionSymbol {
 pub fn function_symbols(binary: &Path) -> anyhow::Result<Vec<FunctionSymbol>> {
     let data = read_binary(binary)?;
     let file = parse_elf(binary, &data)?;
-    Ok(one_per_address(candidates(&file)))
+    Ok(one_per_address(candidates(binary, &file)?))
 }
 
 /// Keeps the symbols whose name or source file matches any of `patterns` (glob, `glob` crate is already a
@@ -78,7 +78,7 @@ pub fn injection_sites(binary: &Path, symbol: &str) -> anyhow::Result<Vec<Site>>
         let arch = format!("{arch:?}").to_lowercase();
         bail!("binary {}: architecture {arch} is not supported for offsets (x86_64 only)", binary.display());
     }
-    let all = candidates(&file);
+    let all = candidates(binary, &file)?;
     let function = find_function(binary, &all, symbol)?;
     let code = function_bytes(&file, &function)
         .ok_or_else(|| anyhow!("binary {}: no section holds the bytes of '{symbol}'", binary.display()))?;
@@ -86,6 +86,20 @@ pub fn injection_sites(binary: &Path, symbol: &str) -> anyhow::Result<Vec<Site>>
     let mut sites = decode_sites(binary, &function, code, &resolver);
     sites.sort_by_key(|s| (kind_rank(s.kind), s.offset));
     Ok(sites)
+}
+
+/// The file offset of Go function `symbol`'s entry in `binary` (where a uprobe goes), from
+/// Go's own table; None when the binary has no Go table or no such function. libbpf finds
+/// names only in .symtab and .dynsym, so a stripped Go binary's functions go through here.
+pub fn go_function_offset(binary: &Path, symbol: &str) -> anyhow::Result<Option<u64>> {
+    let data = read_binary(binary)?;
+    let file = parse_elf(binary, &data)?;
+    let go = tracerd::gopclntab::functions(&file).with_context(|| format!("binary {}: Go symbol table", binary.display()))?;
+    Ok(go
+        .unwrap_or_default()
+        .into_iter()
+        .find(|f| f.name == symbol)
+        .and_then(|f| tracerd::gopclntab::file_offset(&file, f.address)))
 }
 
 fn read_binary(binary: &Path) -> anyhow::Result<Vec<u8>> {
@@ -106,8 +120,9 @@ struct Candidate {
     from_dynsym: bool,
 }
 
-/// All defined functions of .symtab (with their source files) and of .dynsym, aliases included.
-fn candidates(file: &object::File<'_>) -> Vec<Candidate> {
+/// All defined functions of .symtab (with their source files), of .dynsym and of Go's own
+/// table (`.gopclntab`: a stripped Go binary's only list of its functions), aliases included.
+fn candidates(binary: &Path, file: &object::File<'_>) -> anyhow::Result<Vec<Candidate>> {
     let mut found = Vec::new();
     let mut source_file: Option<String> = None;
     for symbol in file.symbols() {
@@ -123,7 +138,13 @@ fn candidates(file: &object::File<'_>) -> Vec<Candidate> {
             found.push(Candidate { symbol: function, from_dynsym: true });
         }
     }
-    found
+    let go = tracerd::gopclntab::functions(file).with_context(|| format!("binary {}: Go symbol table", binary.display()))?;
+    for f in go.unwrap_or_default().into_iter().filter(|f| f.size > 0) {
+        let symbol = FunctionSymbol { name: f.name, address: f.address, size: f.size, source_file: None };
+        // ranked like .dynsym: a .symtab name for the same address wins
+        found.push(Candidate { symbol, from_dynsym: true });
+    }
+    Ok(found)
 }
 
 fn as_function<'d>(symbol: &impl ObjectSymbol<'d>) -> Option<FunctionSymbol> {
@@ -465,7 +486,7 @@ int main(int argc, char **argv) {
     fn opcode_at(binary: &Path, function: &str, offset: u64) -> u8 {
         let data = std::fs::read(binary).unwrap();
         let file = parse_elf(binary, &data).unwrap();
-        let function = find_function(binary, &candidates(&file), function).unwrap();
+        let function = find_function(binary, &candidates(binary, &file).unwrap(), function).unwrap();
         function_bytes(&file, &function).unwrap()[offset as usize]
     }
 

@@ -1,5 +1,6 @@
 //! File offsets of a binary's functions, for attaching many uprobes with one uprobe-multi
-//! link. The engine resolves names itself (one pass over .symtab and .dynsym per binary)
+//! link. The engine resolves names itself (one pass over .symtab and .dynsym per binary,
+//! and over Go's `.gopclntab`, the only table of a stripped Go binary)
 //! rather than through libbpf, which rejects the whole link for a stripped binary (no
 //! .symtab) or for one name defined twice; here such a name is merely left out, and the
 //! engine attaches it on its own.
@@ -39,7 +40,16 @@ pub fn function_offsets(binary: &Path) -> Result<HashMap<String, u64>> {
             Some(_) => {}
         }
     }
-    Ok(defs.into_iter().filter(|(_, d)| !d.ambiguous).map(|(n, d)| (n, d.offset)).collect())
+    let mut offsets: HashMap<String, u64> =
+        defs.into_iter().filter(|(_, d)| !d.ambiguous).map(|(n, d)| (n, d.offset)).collect();
+    // a stripped Go binary: its functions are only in Go's own table
+    let go = crate::gopclntab::functions(&file).map_err(|e| anyhow!("{}: {e}", binary.display()))?;
+    for f in go.unwrap_or_default() {
+        if let Some(offset) = crate::gopclntab::file_offset(&file, f.address) {
+            offsets.entry(f.name).or_insert(offset);
+        }
+    }
+    Ok(offsets)
 }
 
 /// The file offset of a defined function symbol; None for anything else.

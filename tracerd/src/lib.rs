@@ -8,6 +8,7 @@ pub mod config;
 pub mod daemon;
 pub mod dump;
 mod elfsyms;
+pub mod gopclntab;
 pub mod engine;
 pub mod inspect;
 pub mod procs;
