@@ -196,14 +196,18 @@ fn functions_of_a_stripped_go_binary_are_counted() {
     let status = Command::new(&prog).args(["calls", "7"]).current_dir(work.path()).stdout(Stdio::null()).status().unwrap();
     assert!(status.success());
     let meta = inspect_meta(&d.dump());
-    assert_eq!(meta["function_calls"], serde_json::json!([7, 7]), "Go functions from .gopclntab are probed at their entry");
+    // a call that grows the goroutine's stack runs the function's entry twice (Go restarts
+    // the function after growing the stack), so a count may be higher by one or two
+    let calls: Vec<u64> = meta["function_calls"].as_array().unwrap().iter().map(|n| n.as_u64().unwrap()).collect();
+    assert!(calls.len() == 2 && calls.iter().all(|&n| (7..=9).contains(&n)), "Go functions from .gopclntab are probed at their entry: {calls:?}");
 
     drop(d);
     // one function alone takes the single-uprobe path, which must resolve Go names too
     let single = Daemon::start(&["--target-comm", "gonode", "--uprobe", &method]);
     let status = Command::new(&prog).args(["calls", "3"]).current_dir(work.path()).stdout(Stdio::null()).status().unwrap();
     assert!(status.success());
-    assert_eq!(inspect_meta(&single.dump())["function_calls"], serde_json::json!([3]));
+    let calls = inspect_meta(&single.dump())["function_calls"][0].as_u64().unwrap();
+    assert!((3..=5).contains(&calls), "{calls}");
     let sock = dir.path().join("s.sock");
     let err = tracerd_fails(&["run", "--uprobe", &format!("{}:main.noSuchFunction", prog.display()), "--control-socket", sock.to_str().unwrap()]);
     assert!(err.contains("main.noSuchFunction") && err.contains(".gopclntab") && !err.contains("nm -D"), "{err}");

@@ -11,6 +11,7 @@ pub mod netbed;
 pub mod nodemap;
 pub mod nodes;
 pub mod profile;
+pub mod programs;
 pub mod report;
 pub mod scenario;
 pub mod schedule;

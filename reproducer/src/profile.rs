@@ -60,6 +60,10 @@ pub struct Profile {
     /// candidate functions whose uprobe could not be attached, as BINARY:SYMBOL
     #[serde(default)]
     pub functions_not_attached: Vec<String>,
+    /// node name -> the programs whose functions were candidates (what its processes ran,
+    /// wrappers left out)
+    #[serde(default)]
+    pub programs: BTreeMap<String, Vec<String>>,
 }
 
 /// A failure signature seen in fault-free runs.
@@ -234,16 +238,63 @@ fn node_binary(node: &Node) -> Result<(PathBuf, PathBuf)> {
     Ok((named, real))
 }
 
-/// The functions to count: every defined function of every node's binary that matches
-/// `patterns` (all when empty), once per binary.
-pub fn candidate_functions(scenario: &Scenario, patterns: &[String]) -> Result<Vec<Candidate>> {
+/// A program whose functions are candidates: the node that runs it, its path as named
+/// (see [`node_binary`]) and the file it really is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Program {
+    pub node: usize,
+    pub named: PathBuf,
+    pub real: PathBuf,
+}
+
+/// Before any run: each node's `command[0]`, unless it is a wrapper (a shell, setpriv,
+/// runuser, ...), whose own functions are never the server's.
+fn declared_programs(scenario: &Scenario) -> Result<Vec<Program>> {
+    let mut out = Vec::new();
+    for (node, n) in scenario.nodes.iter().enumerate() {
+        let (named, real) = node_binary(n)?;
+        if !crate::programs::is_wrapper(&real) && !crate::programs::is_wrapper(&named) {
+            out.push(Program { node, named, real });
+        }
+    }
+    Ok(out)
+}
+
+/// The programs after a fault-free run: what each node's processes executed (`ran`), a
+/// node's declared program keeping its name; a node whose processes the trace did not show
+/// keeps what was declared.
+fn programs_after_run(declared: &[Program], ran: &BTreeMap<usize, BTreeSet<PathBuf>>, nodes: usize) -> Vec<Program> {
+    let mut out = Vec::new();
+    for node in 0..nodes {
+        let mine: Vec<&Program> = declared.iter().filter(|p| p.node == node).collect();
+        match ran.get(&node) {
+            Some(exes) if !exes.is_empty() => out.extend(exes.iter().map(|real| {
+                let named = mine.iter().find(|p| p.real == *real).map_or_else(|| real.clone(), |p| p.named.clone());
+                Program { node, named, real: real.clone() }
+            })),
+            _ => out.extend(mine.into_iter().cloned()),
+        }
+    }
+    out
+}
+
+/// The functions to count: every defined function of every program that matches
+/// `patterns` (all when empty), once per file; and, for every program or node that
+/// contributes none, why (for the warning when there are none at all).
+pub fn candidate_functions(scenario: &Scenario, programs: &[Program], patterns: &[String]) -> Result<(Vec<Candidate>, Vec<String>)> {
     // (path as the first node names it, the real file, nodes): nodes sharing a file share it
     let mut binaries: Vec<(PathBuf, PathBuf, Vec<usize>)> = Vec::new();
+    let mut why_none = Vec::new();
     for (i, node) in scenario.nodes.iter().enumerate() {
-        let (named, real) = node_binary(node)?;
-        match binaries.iter_mut().find(|(_, r, _)| *r == real) {
-            Some((_, _, nodes)) => nodes.push(i),
-            None => binaries.push((named, real, vec![i])),
+        if !programs.iter().any(|p| p.node == i) {
+            why_none.push(format!("node {} runs only wrappers ({})", node.name, node.command[0]));
+        }
+    }
+    for p in programs {
+        match binaries.iter_mut().find(|(_, r, _)| *r == p.real) {
+            Some((_, _, nodes)) if nodes.contains(&p.node) => {}
+            Some((_, _, nodes)) => nodes.push(p.node),
+            None => binaries.push((p.named.clone(), p.real.clone(), vec![p.node])),
         }
     }
     let mut out = Vec::new();
@@ -253,15 +304,24 @@ pub fn candidate_functions(scenario: &Scenario, patterns: &[String]) -> Result<V
             Ok(s) => s,
             Err(e) => {
                 eprintln!("reproducer: warning: no functions profiled for node {}: {e:#}", names.join(", "));
+                why_none.push(format!("{}: {e:#}", bin.display()));
                 continue;
             }
         };
+        let total = symbols.len();
         let mut seen = BTreeSet::new();
         // a symbol with ':' cannot be written as BINARY:SYMBOL
         let chosen: Vec<_> = binary::filter_symbols(symbols, patterns)?
             .into_iter()
             .filter(|s| !s.name.is_empty() && !s.name.contains(':') && seen.insert(s.name.clone()))
             .collect();
+        if chosen.is_empty() {
+            why_none.push(if total == 0 {
+                format!("{} defines no functions (stripped, and not a Go program)", bin.display())
+            } else {
+                format!("--functions-from matched none of the {total} functions of {}", bin.display())
+            });
+        }
         if chosen.len() > MAX_FUNCTIONS_PER_BINARY {
             bail!(
                 "{}: {} candidate functions, more than {MAX_FUNCTIONS_PER_BINARY} (one uprobe each); narrow them with --functions-from PATTERN (a glob over function names or source files)",
@@ -278,7 +338,7 @@ pub fn candidate_functions(scenario: &Scenario, patterns: &[String]) -> Result<V
             source_file: s.source_file,
         }));
     }
-    Ok(out)
+    Ok((out, why_none))
 }
 
 /// One run's trace, mapped to nodes.
@@ -424,6 +484,7 @@ pub fn aggregate(scenario: &Scenario, candidates: &[Candidate], runs: &[RunData]
         unmapped_events: runs.iter().map(|r| r.unmapped_events).sum(),
         unmapped_syscalls: runs.iter().map(|r| r.unmapped_syscalls).sum(),
         functions_not_attached,
+        programs: BTreeMap::new(),
     }
 }
 
@@ -436,18 +497,22 @@ pub fn profile(scenario: &Scenario, opts: &ProfileOptions) -> Result<(Profile, u
     if !opts.infrequent_below_per_s.is_finite() || opts.infrequent_below_per_s < 0.0 {
         bail!("--infrequent-below must be a number of calls per second, 0 or more");
     }
-    let candidates = candidate_functions(scenario, &opts.function_patterns)?;
+    let mut programs = declared_programs(scenario)?;
+    let (mut candidates, mut why_none) = candidate_functions(scenario, &programs, &opts.function_patterns)?;
     let base = tempfile::Builder::new().prefix("reproducer-profile-").tempdir().context("profile scratch directory")?;
-    let run_opts = RunOptions {
+    let run_opts = |candidates: &[Candidate]| RunOptions {
         keep: true,
         base_dir: Some(base.path().to_path_buf()),
         trace_functions: candidates.iter().map(|c| (c.node_index, format!("{}:{}", c.binary, c.symbol))).collect(),
         profiling: true,
     };
     let mut runs = Vec::new();
-    for i in 1..=opts.runs {
-        let report = executor::run(scenario, &[], &run_opts)?;
+    let mut programs_checked = false;
+    while runs.len() < opts.runs as usize {
+        let i = runs.len() + 1;
+        let report = executor::run(scenario, &[], &run_opts(&candidates))?;
         if report.bug {
+            let _ = std::fs::remove_dir_all(&report.workdir);
             bail!(
                 "oracle fired in fault-free run {i} of {}: the oracle must be false without faults, or the profile would count the bug's symptoms as normal (oracle: {})",
                 opts.runs,
@@ -457,12 +522,39 @@ pub fn profile(scenario: &Scenario, opts: &ProfileOptions) -> Result<(Profile, u
         if report.timed_out {
             eprintln!("reproducer: warning: fault-free run {i} hit run_timeout_s; its workload was stopped");
         }
+        if !programs_checked {
+            // the first run shows what the nodes really execute behind their wrappers
+            programs_checked = true;
+            let ran = crate::programs::executed(scenario, &report)?;
+            let found = programs_after_run(&programs, &ran, scenario.nodes.len());
+            let reals = |ps: &[Program]| ps.iter().map(|p| (p.node, p.real.clone())).collect::<BTreeSet<_>>();
+            if reals(&found) != reals(&programs) {
+                for p in found.iter().filter(|p| !programs.iter().any(|q| q.node == p.node && q.real == p.real)) {
+                    println!("profile: node {} runs {} (its command: {})", scenario.nodes[p.node].name, p.named.display(), scenario.nodes[p.node].command[0]);
+                }
+                println!("profile run {i}/{}: repeated with the functions of the programs the nodes really run", opts.runs);
+                programs = found;
+                (candidates, why_none) = candidate_functions(scenario, &programs, &opts.function_patterns)?;
+                let _ = std::fs::remove_dir_all(&report.workdir);
+                continue;
+            }
+        }
         let data = run_data(scenario, &report)?;
         println!("profile run {i}/{}: {:.2} s, {} failed syscalls", opts.runs, data.seconds, data.failures.values().sum::<u64>());
         let _ = std::fs::remove_dir_all(&report.workdir);
         runs.push(data);
     }
-    Ok((aggregate(scenario, &candidates, &runs, opts.infrequent_below_per_s), candidates.len()))
+    if candidates.is_empty() {
+        eprintln!(
+            "reproducer: WARNING: 0 candidate functions, so the profile lists no infrequent functions for tracerd and a diagnosis has no function context: {}",
+            why_none.join("; ")
+        );
+    }
+    let mut profile = aggregate(scenario, &candidates, &runs, opts.infrequent_below_per_s);
+    for p in &programs {
+        profile.programs.entry(scenario.nodes[p.node].name.clone()).or_default().push(p.named.display().to_string());
+    }
+    Ok((profile, candidates.len()))
 }
 
 /// The `.functions` file: the infrequent functions, one BINARY:SYMBOL line each.
