@@ -555,3 +555,49 @@ command = ["false"]
     }
     assert_clean(links);
 }
+
+#[test]
+fn setup_runs_before_the_nodes_and_a_node_runs_as_its_user() {
+    let scenario = format!(
+        r#"name = "as-user"
+run_timeout_s = 20
+[[setup]]
+command = ["sh", "-c", "id -un > {{workdir}}/n1/setup-user && echo prepared > {{workdir}}/n1/prepared"]
+user = "nobody"
+[[setup]]
+command = ["sh", "-c", "test -e {{workdir}}/n1/prepared"]
+[[nodes]]
+name = "n1"
+user = "nobody"
+command = ["FAULTY", "writes", "{{workdir}}/n1"]
+[workload]
+command = {}
+[oracle]
+command = ["sh", "-c", "grep -q 'write 3 to a: No space' {{workdir}}/n1.log"]
+"#,
+        wait_for("n1", "write 5 to b")
+    );
+    let schedule = "[[faults]]\nnode = \"n1\"\nkind = \"syscall\"\nsyscall = \"write\"\nerrno = \"ENOSPC\"\npath = \"{workdir}/n1/a\"\nnth = 3\n";
+    let (_out, workdir) = replay_and_keep(&scenario, schedule);
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!(std::fs::read_to_string(workdir.join("n1/setup-user")).unwrap().trim(), "nobody");
+    assert_eq!(std::fs::metadata(workdir.join("n1")).unwrap().uid(), 65534, "{{workdir}}/n1 belongs to the node's user");
+    assert_eq!(std::fs::metadata(workdir.join("n1/a")).unwrap().uid(), 65534, "the node wrote as nobody");
+    let _ = std::fs::remove_dir_all(&workdir);
+
+    // a setup step that fails or hangs is a scenario error naming the step, with its log
+    for (step, needle) in [
+        ("command = [\"sh\", \"-c\", \"echo initdb: cannot create the data directory; exit 3\"]", "setup 1 (sh -c echo initdb"),
+        ("command = [\"sleep\", \"30\"]\ntimeout_s = 1", "did not finish within 1 s"),
+    ] {
+        let scenario = format!("name = \"s\"\n[[setup]]\n{step}\n[[nodes]]\nname = \"n1\"\ncommand = [\"true\"]\n[workload]\ncommand = [\"true\"]\n[oracle]\ncommand = [\"false\"]\n");
+        let (_d, sc, _) = files(&scenario, "");
+        let out = reproducer(&["run", "--scenario", sc.to_str().unwrap()]);
+        let t = text(&out);
+        assert_eq!(out.status.code(), Some(2), "{t}");
+        assert!(t.contains(needle), "{t}");
+        if needle.contains("initdb") {
+            assert!(t.contains("exit status: 3") && t.contains("cannot create the data directory"), "{t}");
+        }
+    }
+}

@@ -3,6 +3,7 @@
 //! behind. Faults without a context are injected from here as soon as they become current
 //! (and their node is up); faults with one are injected by the probes.
 use std::collections::BTreeSet;
+use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::Child;
@@ -16,6 +17,7 @@ use serde::Serialize;
 use crate::injector::{boottime_ns, probe_names, InjEvent, Injector, NodeInfo};
 use crate::netbed::Netbed;
 use crate::nodes::{self, Launch};
+use crate::runas::RunAs;
 use crate::scenario::{Placeholders, Scenario};
 use crate::schedule::{FaultKind, ResolvedFault};
 use crate::supervisor::{self, Shared, SyscallFired};
@@ -90,6 +92,8 @@ struct Run<'a> {
     started_boot_ns: u64,
     report: RunReport,
     resumes: Vec<(Instant, u32)>,
+    /// per node: the account it runs as
+    users: Vec<Option<RunAs>>,
 }
 
 /// The program a command's first word runs: itself when it holds a '/', else the first
@@ -137,7 +141,8 @@ fn trace_config(faults: &[ResolvedFault], infos: &[NodeInfo], opts: &RunOptions)
 
 /// Refuses a scenario whose programs are not there, before anything starts.
 fn check_programs(scenario: &Scenario) -> Result<()> {
-    let commands = scenario.nodes.iter().map(|n| (format!("node {}", n.name), &n.command)).chain([
+    let setup = scenario.setup.iter().enumerate().map(|(i, s)| (format!("setup {}", i + 1), &s.command));
+    let commands = scenario.nodes.iter().map(|n| (format!("node {}", n.name), &n.command)).chain(setup).chain([
         ("[workload]".to_string(), &scenario.workload.command),
         ("[oracle]".to_string(), &scenario.oracle.command),
     ]);
@@ -191,9 +196,18 @@ fn run_in(scenario: &Scenario, faults: &[ResolvedFault], workdir: &Path, opts: &
     let run_id = (std::process::id() % 10000) * 10 + RUN_SEQ.fetch_add(1, Ordering::Relaxed) % 10;
     let netbed = Netbed::create(scenario, run_id)?;
     let mut vars = Placeholders { workdir: workdir.display().to_string(), ..Default::default() };
+    let users = scenario.nodes.iter().map(|n| n.user.as_deref().map(RunAs::lookup).transpose()).collect::<Result<Vec<_>>>()?;
+    if scenario.has_users() {
+        // the accounts must reach the run directory and read what setup writes there
+        std::fs::set_permissions(workdir, std::fs::Permissions::from_mode(0o755))?;
+    }
     let mut infos = Vec::new();
-    for n in &scenario.nodes {
+    for (n, user) in scenario.nodes.iter().zip(&users) {
         std::fs::create_dir_all(workdir.join(&n.name))?;
+        if let Some(u) = user {
+            u.check_reachable(&workdir.join(&n.name))?;
+            u.own(&workdir.join(&n.name))?;
+        }
         if let Some(a) = &n.address {
             vars.addresses.insert(n.name.clone(), a.clone());
         }
@@ -201,6 +215,7 @@ fn run_in(scenario: &Scenario, faults: &[ResolvedFault], workdir: &Path, opts: &
         let net = netbed.of(&n.name);
         infos.push(NodeInfo { binary, address: n.address.clone(), host_veth: net.map(|x| x.host_veth.clone()) });
     }
+    crate::setup::run_setup(scenario, workdir, &vars)?;
     let session = tracerd::session::TraceSession::start(trace_config(faults, &infos, opts)).context("starting the run's tracing")?;
     let injector = Injector::start(faults, &infos)?;
     let (fired_tx, fired_rx) = crossbeam_channel::unbounded();
@@ -226,7 +241,7 @@ fn run_in(scenario: &Scenario, faults: &[ResolvedFault], workdir: &Path, opts: &
     let report = RunReport { bug: false, timed_out: false, fired: Vec::new(), faults: faults.len(), context: Vec::new(), workdir: workdir.to_path_buf(), trace: None, kept: false, launched: Vec::new(), matched: Vec::new(), duration_ms: 0 };
     let mut run = Run {
         scenario, faults, workdir: workdir.to_path_buf(), vars, netbed, injector, session, shared, fired_rx,
-        supervisors: Vec::new(), procs: Vec::new(), notify_syscalls, started: Instant::now(), started_boot_ns: boottime_ns(), report, resumes: Vec::new(),
+        supervisors: Vec::new(), procs: Vec::new(), notify_syscalls, started: Instant::now(), started_boot_ns: boottime_ns(), report, resumes: Vec::new(), users,
     };
     let outcome = run.drive();
     run.teardown();
@@ -258,6 +273,7 @@ impl Run<'_> {
             cwd: &self.workdir,
             seccomp: filter.as_deref().map(|f| (f, std::os::fd::AsRawFd::as_raw_fd(&child_end))),
             register: &[(self.injector.node_map_fd(), (i as u32).to_ne_bytes()), (self.session.targets_map_fd(), 1u32.to_ne_bytes())],
+            user: self.users[i].as_ref(),
         };
         if filter.is_some() {
             self.supervisors.push(supervisor::spawn(self.shared.clone(), i, parent_end)?);
@@ -394,7 +410,7 @@ impl Run<'_> {
             self.launch(i)?;
         }
         let argv = self.vars.expand_all(&self.scenario.workload.command)?;
-        let mut workload = nodes::spawn(&Launch { argv: &argv, log: &self.log_of("workload"), netns: None, cwd: &self.workdir, seccomp: None, register: &[] })?;
+        let mut workload = nodes::spawn(&Launch { argv: &argv, log: &self.log_of("workload"), netns: None, cwd: &self.workdir, seccomp: None, register: &[], user: None })?;
         self.started = Instant::now();
         loop {
             if crate::interrupt::requested() {

@@ -500,6 +500,11 @@ pub fn profile(scenario: &Scenario, opts: &ProfileOptions) -> Result<(Profile, u
     let mut programs = declared_programs(scenario)?;
     let (mut candidates, mut why_none) = candidate_functions(scenario, &programs, &opts.function_patterns)?;
     let base = tempfile::Builder::new().prefix("reproducer-profile-").tempdir().context("profile scratch directory")?;
+    if scenario.has_users() {
+        use std::os::unix::fs::PermissionsExt;
+        // a node's account must be able to enter its run directory
+        std::fs::set_permissions(base.path(), std::fs::Permissions::from_mode(0o711))?;
+    }
     let run_opts = |candidates: &[Candidate]| RunOptions {
         keep: true,
         base_dir: Some(base.path().to_path_buf()),
