@@ -214,6 +214,31 @@ fn functions_of_a_stripped_go_binary_are_counted() {
 }
 
 #[test]
+fn relative_paths_resolve_against_the_cwd_after_chdir_and_fchdir() {
+    require_root();
+    let prog = eventgen_as("eg_chdir");
+    let d = Daemon::start(&["--target-comm", "eg_chdir"]);
+    let top = tempfile::tempdir().unwrap();
+    let top_path = std::fs::canonicalize(top.path()).unwrap();
+    std::fs::create_dir_all(top_path.join("data/sub")).unwrap();
+    let status = Command::new(&prog).args(["chdir", "data"]).current_dir(&top_path).status().unwrap();
+    assert!(status.success());
+    let events = inspect_json(&d.dump());
+    let failed: BTreeSet<String> = events
+        .iter()
+        .filter(|e| e["kind"] == "syscall_failure" && e["syscall"] == "openat" && e["comm"] == "eg_chdir")
+        .filter_map(|e| Some(e["path"].as_str()?.to_string()))
+        // (the loader's library search along LD_LIBRARY_PATH fails too)
+        .filter(|p| !p.ends_with("libc.so.6"))
+        .collect();
+    let want: BTreeSet<String> = ["before", "data/child-missing", "data/sub/fchdir-missing"]
+        .iter()
+        .map(|p| top_path.join(p).display().to_string())
+        .collect();
+    assert_eq!(failed, want, "paths as the processes saw them");
+}
+
+#[test]
 fn second_dump_holds_later_events_and_filters_non_targets() {
     require_root();
     let prog = eventgen_as("eg_twice");

@@ -30,7 +30,7 @@ fn main() {
             .build_and_generate(out_dir.join(format!("{name}.skel.rs")))
             .unwrap_or_else(|e| panic!("building {}: {e:#}", src.display()));
     }
-    for f in ["tracer.bpf.c", "floor.bpf.c", "events.h", "vmlinux.h"] {
+    for f in ["tracer.bpf.c", "floor.bpf.c", "events.h", "cwd.h", "vmlinux.h"] {
         println!("cargo:rerun-if-changed={}", bpf_dir.join(f).display());
     }
 }
