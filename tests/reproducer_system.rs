@@ -601,3 +601,60 @@ command = ["sh", "-c", "grep -q 'write 3 to a: No space' {{workdir}}/n1.log"]
         }
     }
 }
+
+#[test]
+fn a_fault_in_a_thread_names_process_and_thread() {
+    let scenario = format!(
+        r#"name = "thread"
+[[nodes]]
+name = "n1"
+command = ["FAULTY", "thread-write", "{{workdir}}/n1"]
+[workload]
+command = {}
+[oracle]
+command = ["sh", "-c", "grep -q 'write 2 to t: No space' {{workdir}}/n1.log"]
+"#,
+        wait_for("n1", "write 2 to t")
+    );
+    let schedule = "[[faults]]\nnode = \"n1\"\nkind = \"syscall\"\nsyscall = \"write\"\nerrno = \"ENOSPC\"\npath = \"{workdir}/n1/t\"\nnth = 2\n";
+    let (out, workdir) = replay_and_keep(&scenario, schedule);
+    let run: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(workdir.join("run.json")).unwrap()).unwrap();
+    let node_pid = run["launched"][0][1].as_u64().unwrap();
+    let fired = &run["fired"][0];
+    assert_eq!(fired["pid"].as_u64().unwrap(), node_pid, "the process, not the thread: {fired}");
+    assert_ne!(fired["tid"], fired["pid"], "the writing thread is not the main thread: {fired}");
+    assert!(out.contains(&format!("pid {node_pid} tid {}", fired["tid"])), "{out}");
+    assert_eq!(run["kept"], true, "run.json of a kept run says so");
+    let _ = std::fs::remove_dir_all(&workdir);
+}
+
+#[test]
+fn a_schedule_naming_a_missing_function_is_refused_and_failed_runs_leave_no_directory() {
+    require_root();
+    let tmp = tempfile::tempdir().unwrap();
+    let runs_left = || std::fs::read_dir(tmp.path()).unwrap().count();
+    let scenario = "name = \"s\"\n[[nodes]]\nname = \"n1\"\ncommand = [\"FAULTY\", \"crash-order\"]\n[workload]\ncommand = [\"true\"]\n[oracle]\ncommand = [\"false\"]\n";
+    let schedule = "[[faults]]\nnode = \"n1\"\nkind = \"crash\"\nafter_functions = [\"stage_h\", \"no_such_stage\"]\n";
+    let (_d, sc, sch) = files(scenario, schedule);
+    let out = Command::new(reproducer_bin())
+        .args(["run", "--scenario", sc.to_str().unwrap(), "--schedule", sch.to_str().unwrap()])
+        .env("TMPDIR", tmp.path())
+        .output()
+        .unwrap();
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{t}");
+    assert!(t.contains("schedule.toml, line 4: fault 1 field after_functions: no function 'no_such_stage'"), "{t}");
+    assert_eq!(t.trim_end().lines().count(), 1, "{t}");
+    assert_eq!(runs_left(), 0);
+
+    // errors after the run directory exists: a node that never gets ready, a failing setup
+    for scenario in [
+        "name = \"s\"\nrun_timeout_s = 2\n[[nodes]]\nname = \"n1\"\ncommand = [\"sleep\", \"30\"]\nready = [\"false\"]\n[workload]\ncommand = [\"true\"]\n[oracle]\ncommand = [\"true\"]\n",
+        "name = \"s\"\n[[setup]]\ncommand = [\"false\"]\n[[nodes]]\nname = \"n1\"\ncommand = [\"true\"]\n[workload]\ncommand = [\"true\"]\n[oracle]\ncommand = [\"true\"]\n",
+    ] {
+        let (_d, sc, _) = files(scenario, "");
+        let out = Command::new(reproducer_bin()).args(["run", "--scenario", sc.to_str().unwrap(), "--keep"]).env("TMPDIR", tmp.path()).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+        assert_eq!(runs_left(), 0, "a failed run removes its directory: {}", text(&out));
+    }
+}

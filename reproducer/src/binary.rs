@@ -88,6 +88,14 @@ pub fn injection_sites(binary: &Path, symbol: &str) -> anyhow::Result<Vec<Site>>
     Ok(sites)
 }
 
+/// Every function name `binary` defines, aliases included (.symtab, .dynsym, Go's table):
+/// the names a uprobe can be attached by.
+pub fn function_names(binary: &Path) -> anyhow::Result<std::collections::HashSet<String>> {
+    let data = read_binary(binary)?;
+    let file = parse_elf(binary, &data)?;
+    Ok(candidates(binary, &file)?.into_iter().map(|c| c.symbol.name).collect())
+}
+
 /// The file offset of Go function `symbol`'s entry in `binary` (where a uprobe goes), from
 /// Go's own table; None when the binary has no Go table or no such function. libbpf finds
 /// names only in .symtab and .dynsym, so a stripped Go binary's functions go through here.

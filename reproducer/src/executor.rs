@@ -168,8 +168,14 @@ pub fn run(scenario: &Scenario, faults: &[ResolvedFault], opts: &RunOptions) -> 
     let workdir = tempfile::Builder::new().prefix("reproducer-run-").tempdir_in(&base)?.keep();
     let result = run_in(scenario, faults, &workdir, opts);
     let swept = nodes::sweep(Duration::from_secs(10));
-    let mut report = result?;
-    swept?;
+    let mut report = match result.and_then(|r| swept.map(|()| r)) {
+        Ok(r) => r,
+        Err(e) => {
+            // a run that failed leaves nothing behind, its directory included
+            let _ = std::fs::remove_dir_all(&workdir);
+            return Err(e);
+        }
+    };
     if !opts.keep {
         let _ = std::fs::remove_dir_all(&workdir);
         report.trace = None;
@@ -238,7 +244,7 @@ fn run_in(scenario: &Scenario, faults: &[ResolvedFault], workdir: &Path, opts: &
     let notify_syscalls = (0..scenario.nodes.len())
         .map(|i| faults.iter().filter(|f| f.node_index == i).filter_map(|f| f.syscall_nr).collect::<BTreeSet<_>>().into_iter().collect())
         .collect();
-    let report = RunReport { bug: false, timed_out: false, fired: Vec::new(), faults: faults.len(), context: Vec::new(), workdir: workdir.to_path_buf(), trace: None, kept: false, launched: Vec::new(), matched: Vec::new(), duration_ms: 0 };
+    let report = RunReport { bug: false, timed_out: false, fired: Vec::new(), faults: faults.len(), context: Vec::new(), workdir: workdir.to_path_buf(), trace: None, kept: opts.keep, launched: Vec::new(), matched: Vec::new(), duration_ms: 0 };
     let mut run = Run {
         scenario, faults, workdir: workdir.to_path_buf(), vars, netbed, injector, session, shared, fired_rx,
         supervisors: Vec::new(), procs: Vec::new(), notify_syscalls, started: Instant::now(), started_boot_ns: boottime_ns(), report, resumes: Vec::new(), users,
@@ -347,7 +353,7 @@ impl Run<'_> {
         }
         while let Ok(s) = self.fired_rx.try_recv() {
             let detail = s.path.clone().unwrap_or_default();
-            self.record(s.fault, s.tid, s.tid, s.ts_ns, detail);
+            self.record(s.fault, s.pid, s.tid, s.ts_ns, detail);
         }
     }
 

@@ -161,5 +161,29 @@ fn resolve_fault(f: &Fault, index: usize, scenario: &Scenario, text: &str, origi
     if f.kind != FaultKind::Syscall && (f.syscall.is_some() || f.errno.is_some() || f.path.is_some()) {
         bail!("{}: syscall, errno and path apply to syscall faults only", at("kind"));
     }
+    check_functions(f, &scenario.nodes[node_index].command[0]).map_err(|e| anyhow::anyhow!("{}: {e:#}", at("after_functions")))?;
     Ok(r)
+}
+
+/// Refuses a context function the binary does not define, before any run starts: a name is
+/// looked up in the node's program, or in BINARY for `BINARY:SYMBOL`.
+fn check_functions(f: &Fault, program: &str) -> Result<()> {
+    let mut known: std::collections::HashMap<std::path::PathBuf, std::collections::HashSet<String>> = Default::default();
+    for func in &f.after_functions {
+        let (binary, symbol) = match func.rsplit_once(':') {
+            Some((b, s)) if !b.is_empty() => (std::path::PathBuf::from(b), s),
+            // a program named through a placeholder is only known at run time
+            _ if program.contains('{') => continue,
+            _ => (crate::executor::resolve_binary(program), func.as_str()),
+        };
+        if !known.contains_key(&binary) {
+            let names = crate::binary::function_names(&binary)?;
+            known.insert(binary.clone(), names);
+        }
+        if !known[&binary].contains(symbol) {
+            let hint = if crate::programs::is_wrapper(&binary) { "; the node's program is a wrapper: write BINARY:SYMBOL" } else { "" };
+            bail!("no function '{symbol}' in {} ({} functions){hint}", binary.display(), known[&binary].len());
+        }
+    }
+    Ok(())
 }
