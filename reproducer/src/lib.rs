@@ -13,6 +13,7 @@ pub mod nodes;
 pub mod profile;
 pub mod programs;
 pub mod report;
+pub mod retention;
 pub mod runas;
 pub mod scenario;
 pub mod schedule;

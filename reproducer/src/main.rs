@@ -77,6 +77,9 @@ enum Command {
         /// Where schedule.toml, report.md and attempts/ go
         #[arg(long, value_name = "DIR")]
         out: PathBuf,
+        /// Byte budget for the kept run directories under attempts/
+        #[arg(long, value_name = "BYTES", default_value_t = reproducer::retention::DEFAULT_KEEP_BYTES)]
+        keep_bytes: u64,
     },
     /// Run the workload fault-free K times and write what is normal: benign failures,
     /// syscall frequencies, and calls per function (the infrequent ones into OUT's .functions)
@@ -157,8 +160,8 @@ fn main_inner(cli: Cli) -> Result<bool> {
             Ok(bugs as f64 / runs as f64 >= target_rate)
         }
         Command::Diagnose { .. } => unreachable!("handled above"),
-        Command::Reproduce { scenario, traces, profile, target_rate, max_runs, out } => {
-            reproduce_cmd(ReproduceArgs { scenario, traces, profile, target_rate, max_runs, out })
+        Command::Reproduce { scenario, traces, profile, target_rate, max_runs, out, keep_bytes } => {
+            reproduce_cmd(ReproduceArgs { scenario, traces, profile, target_rate, max_runs, out, keep_bytes })
         }
         Command::Profile { scenario, runs, functions_from, infrequent_below, out } => {
             use reproducer::profile;
@@ -195,6 +198,7 @@ struct ReproduceArgs {
     target_rate: f64,
     max_runs: u32,
     out: PathBuf,
+    keep_bytes: u64,
 }
 
 fn reproduce_cmd(a: ReproduceArgs) -> Result<bool> {
@@ -208,7 +212,7 @@ fn reproduce_cmd(a: ReproduceArgs) -> Result<bool> {
     eprint!("{}", reproducer::diagnose::render(&d, Some(&sc)));
     std::fs::create_dir_all(&a.out).map_err(|e| anyhow::anyhow!("--out {}: {e}", a.out.display()))?;
     write_atomic(&a.out.join("diagnosis.json"), &serde_json::to_vec_pretty(&d)?)?;
-    let cfg = SearchConfig { target_rate: a.target_rate, max_runs: a.max_runs, out: a.out.clone() };
+    let cfg = SearchConfig { target_rate: a.target_rate, max_runs: a.max_runs, out: a.out.clone(), keep_bytes: a.keep_bytes };
     let result = Search::new(&sc, &d, &timeline.functions, cfg).run()?;
     if let Some(text) = reproducer::report::schedule_text(&sc, &result)? {
         write_atomic(&a.out.join("schedule.toml"), text.as_bytes())?;

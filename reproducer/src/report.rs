@@ -139,8 +139,20 @@ fn attempts_section(out: &mut String, result: &SearchResult, base: &Path) {
     for a in &result.attempts {
         let level = if a.level == 0 { "-".to_string() } else { a.level.to_string() };
         let conf = a.confirmation.map(|c| c.summary()).unwrap_or_default();
-        let dir = a.dir.strip_prefix(base).unwrap_or(&a.dir).display().to_string();
+        let mut dir = a.dir.strip_prefix(base).unwrap_or(&a.dir).display().to_string();
+        if a.runs_pruned {
+            dir.push_str(" (runs removed)");
+        }
         let _ = writeln!(out, "| {} | {level} | {} | {} | {} | {conf} | {dir} |", a.number, a.what.replace('|', "/"), if a.bug { "yes" } else { "no" }, a.fired);
+    }
+    if !result.pruned.attempts.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nRun directories of {} attempts were removed ({:.1} MB) to bound the disk: kept are the best schedule's, the first bug's and the last {} attempts', within `--keep-bytes`.",
+            result.pruned.attempts.len(),
+            result.pruned.bytes as f64 / 1e6,
+            crate::retention::KEEP_LAST
+        );
     }
     out.push('\n');
 }

@@ -29,6 +29,8 @@ pub struct SearchConfig {
     pub target_rate: f64,
     pub max_runs: u32,
     pub out: PathBuf,
+    /// byte budget for kept run directories (`--keep-bytes`)
+    pub keep_bytes: u64,
 }
 
 /// One fault of a plan, with the candidate it came from.
@@ -59,6 +61,8 @@ pub struct Attempt {
     pub fired: String,
     pub confirmation: Option<Confirmation>,
     pub dir: PathBuf,
+    /// its run directories were removed to bound the disk (see retention)
+    pub runs_pruned: bool,
 }
 
 /// What one run tells the search.
@@ -91,6 +95,8 @@ pub struct SearchResult {
     /// per fault of the schedule: what production showed and what context it got
     pub chosen: Vec<String>,
     pub seconds: f64,
+    /// attempts whose run directories were removed, and the bytes that freed
+    pub pruned: crate::retention::Pruned,
 }
 
 struct Stop(Outcome);
@@ -109,6 +115,11 @@ pub struct Search<'a> {
     progress: bool,
     /// schedules already run (their TOML), so no two attempts run the same schedule
     seen: std::collections::HashMap<String, Feedback>,
+    /// attempts whose run directories are still there
+    kept_runs: Vec<crate::retention::AttemptRuns>,
+    pruned: crate::retention::Pruned,
+    best_attempt: Option<u32>,
+    first_bug_attempt: Option<u32>,
 }
 
 fn symbol_of(spec: &str) -> &str {
@@ -136,6 +147,7 @@ impl<'a> Search<'a> {
         }
         Search {
             scenario, causes, cfg, trace_functions, runs: 0, attempts: Vec::new(), best: None, runs_to_first: None, level: 0,
+            kept_runs: Vec::new(), pruned: Default::default(), best_attempt: None, first_bug_attempt: None,
             started: Instant::now(), progress: true, seen: Default::default(),
         }
     }
@@ -222,9 +234,19 @@ impl<'a> Search<'a> {
         let chosen = plan.iter().flat_map(|p| &p.faults).map(|p| self.explain(p)).collect();
         let schedule = plan.map(|p| p.schedule());
         let schedules_tried = self.attempts.iter().filter(|a| !a.what.starts_with("minimize") && a.level > 0).count() as u32;
+        if self.progress && !self.pruned.attempts.is_empty() {
+            eprintln!(
+                "run directories of {} attempts removed ({:.1} MB) to bound the disk; kept: the best, the first bug, the last {}, within --keep-bytes {}",
+                self.pruned.attempts.len(),
+                self.pruned.bytes as f64 / 1e6,
+                crate::retention::KEEP_LAST,
+                self.cfg.keep_bytes
+            );
+        }
         Ok(SearchResult {
             outcome, schedule, confirmation, level, attempts: self.attempts, runs: self.runs, schedules_tried,
             runs_to_first: self.runs_to_first, runs_to_confirmed, minimized, chosen, seconds: self.started.elapsed().as_secs_f64(),
+            pruned: self.pruned,
         })
     }
 
@@ -446,24 +468,39 @@ impl<'a> Search<'a> {
         self.seen.insert(text.clone(), fb.clone());
         let fired = format!("{}/{}", report.fired.len(), report.faults);
         self.progress_line(&what, &fb, &fired);
-        let mut attempt = Attempt { number: self.attempts.len() as u32 + 1, level: self.level, what, schedule: text.clone(), bug: fb.bug, fired, confirmation: None, dir: dir.clone() };
+        let mut attempt = Attempt { number: self.attempts.len() as u32 + 1, level: self.level, what, schedule: text.clone(), bug: fb.bug, fired, confirmation: None, dir: dir.clone(), runs_pruned: false };
         if fb.bug && !plan.faults.is_empty() {
             self.runs_to_first.get_or_insert(self.runs);
             let conf = self.confirm(&schedule, &text, &dir)?;
             attempt.confirmation = Some(conf);
-            self.attempts.push(attempt);
-            self.write_attempts()?;
+            self.first_bug_attempt.get_or_insert(attempt.number);
             if self.best.as_ref().is_none_or(|(_, b, _)| conf.rate() > b.rate()) {
                 self.best = Some((plan.clone(), conf, self.level));
+                self.best_attempt = Some(attempt.number);
             }
+            self.push_attempt(attempt)?;
             if conf.met {
                 return Err(StopError(Stop(Outcome::Reproduced)).into());
             }
             return Ok(fb);
         }
-        self.attempts.push(attempt);
-        self.write_attempts()?;
+        self.push_attempt(attempt)?;
         Ok(fb)
+    }
+
+    /// Records an attempt, then removes the run directories that no longer matter.
+    fn push_attempt(&mut self, attempt: Attempt) -> Result<()> {
+        self.kept_runs.push(crate::retention::attempt_runs(attempt.number, &attempt.dir));
+        self.attempts.push(attempt);
+        let protected = self.best_attempt.iter().chain(&self.first_bug_attempt).copied().collect();
+        let before = self.pruned.attempts.len();
+        crate::retention::prune(&mut self.kept_runs, &protected, self.best_attempt, self.cfg.keep_bytes, &mut self.pruned);
+        if self.pruned.attempts.len() != before {
+            for a in self.attempts.iter_mut().filter(|a| self.pruned.attempts.binary_search(&a.number).is_ok()) {
+                a.runs_pruned = true;
+            }
+        }
+        self.write_attempts()
     }
 
     fn best_words(&self) -> String {
@@ -599,8 +636,12 @@ impl<'a> Search<'a> {
         if self.progress {
             eprintln!("[minimize | run {}/{}] {what}: {}", self.runs, self.cfg.max_runs, if conf.met { "not needed" } else { "needed" });
         }
-        self.attempts.push(Attempt { number: self.attempts.len() as u32 + 1, level: 0, what, schedule: text, bug: conf.bugs > 0, fired: String::new(), confirmation: Some(conf), dir });
-        self.write_attempts()?;
+        let number = self.attempts.len() as u32 + 1;
+        if conf.met {
+            // the minimized schedule is the one that will be reported: keep its runs
+            self.best_attempt = Some(number);
+        }
+        self.push_attempt(Attempt { number, level: 0, what, schedule: text, bug: conf.bugs > 0, fired: String::new(), confirmation: Some(conf), dir, runs_pruned: false })?;
         Ok(conf.met.then_some(conf))
     }
 }
