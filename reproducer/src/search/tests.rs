@@ -104,7 +104,7 @@ fn diagnosis(candidates: Vec<Candidate>) -> Diagnosis {
 fn search(fake: &mut Fake, d: &Diagnosis, max_runs: u32) -> (Result<SearchResult>, tempfile::TempDir) {
     let scenario = Scenario::parse(SCENARIO, "t").unwrap();
     let out = tempfile::tempdir().unwrap();
-    let cfg = SearchConfig { target_rate: 0.8, max_runs, out: out.path().to_path_buf() };
+    let cfg = SearchConfig { target_rate: 0.8, max_runs, out: out.path().to_path_buf(), keep_bytes: u64::MAX };
     let result = Search::new(&scenario, d, cfg, fake).and_then(Search::run);
     (result, out)
 }
