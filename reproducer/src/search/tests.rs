@@ -16,6 +16,8 @@ const SCENARIO: &str = "name = \"kv\"\n\
 
 /// Whether a run of a plan (with the faults that fired, the run's number) shows the bug.
 type BugOracle = dyn Fn(&FaultPlan, &[bool], u32) -> bool;
+/// What breaks a run instead of letting it finish (see `Fake::breaks`).
+type Breaks = dyn Fn(&FaultPlan, u32) -> Option<std::result::Result<String, String>>;
 
 /// A system under test: `bug` says whether a run with this plan shows the bug; a fault fires
 /// when its node ran its whole context (`functions` per node) and its nth call exists.
@@ -28,7 +30,7 @@ struct Fake {
     runs: Cell<u32>,
     /// what a run with this plan does instead of finishing: Err(text) fails the run, Ok(text)
     /// is a node that did not start
-    breaks: Box<dyn Fn(&FaultPlan, u32) -> Option<std::result::Result<String, String>>>,
+    breaks: Box<Breaks>,
     /// from this run on, the user has pressed Ctrl-C (that run fails as the testbed's does)
     interrupt_at: Option<u32>,
 }
