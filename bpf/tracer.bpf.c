@@ -7,7 +7,8 @@
  * and the syscall number before anything else, and only failures (plus the
  * few successful calls that maintain the fd table) go on to the target
  * check. Strings are copied only where they cannot be recovered later: the
- * path argument of a failed call and the path of a successful open.
+ * path argument of a failed call, the path of a successful open and the new
+ * cwd after a chdir (cwd.h).
  *
  * Network gaps cost nothing per packet: no program runs on the receive path.
  * User space runs look_connections every few tens of milliseconds, which reads
@@ -339,6 +340,8 @@ static __always_inline __u64 open_id_of(struct file *f)
 	return o->open_id;
 }
 
+#include "cwd.h"
+
 static __always_inline int track_open(struct pt_regs *regs, long nr, long fd)
 {
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
@@ -371,6 +374,8 @@ static __always_inline int track_open(struct pt_regs *regs, long nr, long fd)
 	s->open.dir_open_id = 0;
 	if (dirfd != AT_FDCWD && s->open.path[0] != '/')
 		s->open.dir_open_id = open_id_of(fd_file(dirfd));
+	else if (s->open.path[0] != '/')
+		s->open.dir_open_id = cwd_open_id(tgid);
 	s->open.ino = BPF_CORE_READ(f, f_inode, i_ino);
 	s->open.tgid = tgid;
 	struct tracerd_file_open fo = { .open_id = s->open.open_id, .ino = s->open.ino };
@@ -510,6 +515,9 @@ static __always_inline int record_failure(struct pt_regs *regs, long nr, long re
 				e->path_len = n;
 			else
 				count(TRACERD_CNT_PATH_UNREADABLE);
+			/* relative to the cwd: name the cwd's open when the process changed it */
+			if (n > 0 && !e->open_id && e->path[0] != '/')
+				e->open_id = cwd_open_id(tgid);
 			break;
 		case TRACERD_ARG_FD:
 			describe_fd(e, (int)syscall_arg(regs, arg->index));
@@ -560,6 +568,8 @@ int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
 			return track_open(regs, nr, ret);
 		if (nr == NR_accept || nr == NR_accept4 || nr == NR_connect)
 			return track_socket(nr == NR_connect ? (int)regs->di : ret);
+		if (nr == NR_chdir || nr == NR_fchdir)
+			return track_cwd();
 		return 0;
 	}
 	if (nr < 0)
@@ -921,6 +931,7 @@ int BPF_PROG(on_process_exit, struct task_struct *p)
 		submit(e);
 	}
 	bpf_map_delete_elem(&last_signal, &tgid);
+	bpf_map_delete_elem(&cwds, &tgid);
 	if (filter_targets)
 		bpf_map_delete_elem(&targets, &tgid);
 	return 0;
@@ -972,6 +983,7 @@ int BPF_PROG(on_process_fork, struct task_struct *parent, struct task_struct *ch
 		return 0;
 	if (filter_targets)
 		add_target(cpid);
+	inherit_cwd(ptgid, cpid);
 	emit_start(cpid, ptgid, 0, 0);
 	return 0;
 }

@@ -45,7 +45,43 @@ fn reproduce_case(case: &str) {
     assert_eq!(result["level"].as_u64().unwrap().to_string(), case_value(case, "level"), "{case}: diagnosis level");
     let report = std::fs::read_to_string(out.path().join(case).join("out/report.md")).unwrap();
     assert!(report.contains("**Reproduced**"), "{report}");
+    check_kept_runs(&out.path().join(case).join("out"));
     assert_nothing_left();
+}
+
+/// The runs of the attempts that matter stay (with `"kept": true`), the others are removed.
+fn check_kept_runs(out: &std::path::Path) {
+    let attempts: Vec<serde_json::Value> = serde_json::from_slice(&std::fs::read(out.join("attempts.json")).unwrap()).unwrap();
+    let runs_under = |dir: &std::path::Path| -> Vec<PathBuf> {
+        let mut found = Vec::new();
+        for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let p = e.path();
+            if e.file_name().to_string_lossy().starts_with("reproducer-run-") {
+                found.push(p);
+            } else if p.is_dir() {
+                found.extend(std::fs::read_dir(&p).into_iter().flatten().flatten().map(|e| e.path()).filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("reproducer-run-")));
+            }
+        }
+        found
+    };
+    for a in &attempts {
+        let dir = PathBuf::from(a["dir"].as_str().unwrap());
+        let runs = runs_under(&dir);
+        if a["runs_pruned"] == true {
+            assert!(runs.is_empty(), "attempt {}: pruned, yet {runs:?}", a["number"]);
+        } else {
+            assert!(!runs.is_empty(), "attempt {} keeps its runs", a["number"]);
+            for r in runs {
+                let run: serde_json::Value = serde_json::from_slice(&std::fs::read(r.join("run.json")).unwrap()).unwrap();
+                assert_eq!(run["kept"], true, "{}", r.display());
+            }
+        }
+    }
+    let last = attempts.last().unwrap();
+    assert_eq!(last["runs_pruned"], false, "the last attempt keeps its runs");
+    if attempts.len() > 7 {
+        assert!(attempts.iter().any(|a| a["runs_pruned"] == true), "older attempts are pruned");
+    }
 }
 
 /// Every fast case has its test below.

@@ -481,3 +481,205 @@ fn sigint_mid_run_leaves_nothing_behind() {
     assert!(!status.success(), "an interrupted run is not a success");
     assert_clean(links);
 }
+
+#[test]
+fn go_functions_of_a_stripped_binary_are_profiled_and_are_fault_context() {
+    require_root();
+    let links = link_count();
+    let gonode = go_program("gonode").display().to_string();
+    let scenario = r#"name = "go"
+[[nodes]]
+name = "n1"
+command = ["GONODE", "calls", "5", "50"]
+[workload]
+command = ["sleep", "1.5"]
+[oracle]
+command = ["sh", "-c", "! grep -q done {workdir}/n1.log && [ ! -e {workdir}/snapshot-0 ]"]
+"#
+    .replace("GONODE", &gonode);
+    let schedule = "[[faults]]\nnode = \"n1\"\nkind = \"crash\"\nafter_functions = [\"main.(*store).storeSnapshot\"]\n";
+    let (dir, sc, sch) = files(&scenario, schedule);
+    let out_path = dir.path().join("profile.json");
+    let out = reproducer(&["profile", "--scenario", sc.to_str().unwrap(), "--runs", "2", "--functions-from", "main.*", "--out", out_path.to_str().unwrap()]);
+    let t = text(&out);
+    assert!(out.status.success(), "{t}");
+    let p: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&out_path).unwrap()).unwrap();
+    let functions = p["functions"].as_array().unwrap();
+    let snapshot = functions
+        .iter()
+        .find(|f| f["symbol"] == "main.(*store).storeSnapshot")
+        .unwrap_or_else(|| panic!("the Go method is a candidate of the stripped binary: {functions:#?}"));
+    // a call that grows the goroutine's stack runs the function's entry twice (Go restarts
+    // the function after growing the stack), so a run may count one call more
+    let counts: Vec<u64> = snapshot["per_run"].as_array().unwrap().iter().map(|n| n.as_u64().unwrap()).collect();
+    assert!(counts.len() == 2 && counts.iter().all(|&n| (5..=7).contains(&n)), "{counts:?}");
+    assert_eq!(snapshot["binary"], std::fs::canonicalize(&gonode).unwrap().display().to_string());
+    assert!(functions.iter().all(|f| f["symbol"].as_str().unwrap().starts_with("main.")), "{functions:#?}");
+    assert_clean(links);
+
+    let out = reproducer(&["replay", "--scenario", sc.to_str().unwrap(), "--schedule", sch.to_str().unwrap(), "--runs", "3"]);
+    let t = text(&out);
+    assert!(out.status.success() && t.contains("replay rate: 3/3"), "{t}");
+    assert_clean(links);
+}
+
+#[test]
+fn profile_finds_the_programs_behind_wrappers_and_warns_about_zero_candidates() {
+    require_root();
+    let links = link_count();
+    let scenario = format!(
+        r#"name = "wrapped"
+[[nodes]]
+name = "n1"
+command = ["setpriv", "--no-new-privs", "FAULTY", "profile", "{{workdir}}/n1", "300"]
+[[nodes]]
+name = "n2"
+command = ["runuser", "-u", "root", "--", "FAULTY", "profile", "{{workdir}}/n2", "300"]
+[[nodes]]
+name = "n3"
+command = ["sh", "-c", "exec FAULTY profile {{workdir}}/n3 300"]
+[workload]
+command = {}
+[oracle]
+command = ["false"]
+"#,
+        wait_for("n2", "profile done")
+    );
+    let (dir, sc, _) = files(&scenario, "");
+    let out_path = dir.path().join("profile.json");
+    let out = reproducer(&["profile", "--scenario", sc.to_str().unwrap(), "--runs", "1", "--out", out_path.to_str().unwrap()]);
+    let t = text(&out);
+    assert!(out.status.success(), "{t}");
+    assert!(t.contains("repeated with the functions of the programs the nodes really run"), "{t}");
+    assert!(!t.contains("WARNING"), "{t}");
+    let p: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&out_path).unwrap()).unwrap();
+    let binary = std::fs::canonicalize(faulty()).unwrap().display().to_string();
+    for node in ["n1", "n2", "n3"] {
+        assert_eq!(p["programs"][node], serde_json::json!([binary]), "{node}: the wrapper is ignored: {}", p["programs"]);
+    }
+    let functions = p["functions"].as_array().unwrap();
+    let once = functions.iter().find(|f| f["symbol"] == "stage_once").unwrap_or_else(|| panic!("{functions:#?}"));
+    assert_eq!(once["per_run"], serde_json::json!([3]), "one call in each of the three nodes");
+    assert_eq!(once["binary"], binary.as_str());
+    assert_eq!(p["runs"], 1);
+    assert_clean(links);
+
+    // nothing to count: loud, with the reason
+    for (command, patterns, why) in [
+        (r#"["sh", "-c", "i=0; while [ $i -lt 50 ]; do i=$((i+1)); done"]"#, vec![], "node n1 runs only wrappers"),
+        (r#"["FAULTY", "profile", "{workdir}/n1", "100"]"#, vec!["--functions-from", "no_such_*"], "--functions-from matched none"),
+    ] {
+        let scenario = format!("name = \"none\"\n[[nodes]]\nname = \"n1\"\ncommand = {command}\n[workload]\ncommand = [\"sleep\", \"0.5\"]\n[oracle]\ncommand = [\"false\"]\n");
+        let (dir, sc, _) = files(&scenario, "");
+        let out_path = dir.path().join("profile.json");
+        let mut args = vec!["profile", "--scenario", sc.to_str().unwrap(), "--runs", "1", "--out", out_path.to_str().unwrap()];
+        args.extend(patterns);
+        let out = reproducer(&args);
+        let t = text(&out);
+        assert!(t.contains("WARNING: 0 candidate functions") && t.contains(why), "{t}");
+    }
+    assert_clean(links);
+}
+
+#[test]
+fn setup_runs_before_the_nodes_and_a_node_runs_as_its_user() {
+    let scenario = format!(
+        r#"name = "as-user"
+run_timeout_s = 20
+[[setup]]
+command = ["sh", "-c", "id -un > {{workdir}}/n1/setup-user && echo prepared > {{workdir}}/n1/prepared"]
+user = "nobody"
+[[setup]]
+command = ["sh", "-c", "test -e {{workdir}}/n1/prepared"]
+[[nodes]]
+name = "n1"
+user = "nobody"
+command = ["FAULTY", "writes", "{{workdir}}/n1"]
+[workload]
+command = {}
+[oracle]
+command = ["sh", "-c", "grep -q 'write 3 to a: No space' {{workdir}}/n1.log"]
+"#,
+        wait_for("n1", "write 5 to b")
+    );
+    let schedule = "[[faults]]\nnode = \"n1\"\nkind = \"syscall\"\nsyscall = \"write\"\nerrno = \"ENOSPC\"\npath = \"{workdir}/n1/a\"\nnth = 3\n";
+    let (_out, workdir) = replay_and_keep(&scenario, schedule);
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!(std::fs::read_to_string(workdir.join("n1/setup-user")).unwrap().trim(), "nobody");
+    assert_eq!(std::fs::metadata(workdir.join("n1")).unwrap().uid(), 65534, "{{workdir}}/n1 belongs to the node's user");
+    assert_eq!(std::fs::metadata(workdir.join("n1/a")).unwrap().uid(), 65534, "the node wrote as nobody");
+    let _ = std::fs::remove_dir_all(&workdir);
+
+    // a setup step that fails or hangs is a scenario error naming the step, with its log
+    for (step, needle) in [
+        ("command = [\"sh\", \"-c\", \"echo initdb: cannot create the data directory; exit 3\"]", "setup 1 (sh -c echo initdb"),
+        ("command = [\"sleep\", \"30\"]\ntimeout_s = 1", "did not finish within 1 s"),
+    ] {
+        let scenario = format!("name = \"s\"\n[[setup]]\n{step}\n[[nodes]]\nname = \"n1\"\ncommand = [\"true\"]\n[workload]\ncommand = [\"true\"]\n[oracle]\ncommand = [\"false\"]\n");
+        let (_d, sc, _) = files(&scenario, "");
+        let out = reproducer(&["run", "--scenario", sc.to_str().unwrap()]);
+        let t = text(&out);
+        assert_eq!(out.status.code(), Some(2), "{t}");
+        assert!(t.contains(needle), "{t}");
+        if needle.contains("initdb") {
+            assert!(t.contains("exit status: 3") && t.contains("cannot create the data directory"), "{t}");
+        }
+    }
+}
+
+#[test]
+fn a_fault_in_a_thread_names_process_and_thread() {
+    let scenario = format!(
+        r#"name = "thread"
+[[nodes]]
+name = "n1"
+command = ["FAULTY", "thread-write", "{{workdir}}/n1"]
+[workload]
+command = {}
+[oracle]
+command = ["sh", "-c", "grep -q 'write 2 to t: No space' {{workdir}}/n1.log"]
+"#,
+        wait_for("n1", "write 2 to t")
+    );
+    let schedule = "[[faults]]\nnode = \"n1\"\nkind = \"syscall\"\nsyscall = \"write\"\nerrno = \"ENOSPC\"\npath = \"{workdir}/n1/t\"\nnth = 2\n";
+    let (out, workdir) = replay_and_keep(&scenario, schedule);
+    let run: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(workdir.join("run.json")).unwrap()).unwrap();
+    let node_pid = run["launched"][0][1].as_u64().unwrap();
+    let fired = &run["fired"][0];
+    assert_eq!(fired["pid"].as_u64().unwrap(), node_pid, "the process, not the thread: {fired}");
+    assert_ne!(fired["tid"], fired["pid"], "the writing thread is not the main thread: {fired}");
+    assert!(out.contains(&format!("pid {node_pid} tid {}", fired["tid"])), "{out}");
+    assert_eq!(run["kept"], true, "run.json of a kept run says so");
+    let _ = std::fs::remove_dir_all(&workdir);
+}
+
+#[test]
+fn a_schedule_naming_a_missing_function_is_refused_and_failed_runs_leave_no_directory() {
+    require_root();
+    let tmp = tempfile::tempdir().unwrap();
+    let runs_left = || std::fs::read_dir(tmp.path()).unwrap().count();
+    let scenario = "name = \"s\"\n[[nodes]]\nname = \"n1\"\ncommand = [\"FAULTY\", \"crash-order\"]\n[workload]\ncommand = [\"true\"]\n[oracle]\ncommand = [\"false\"]\n";
+    let schedule = "[[faults]]\nnode = \"n1\"\nkind = \"crash\"\nafter_functions = [\"stage_h\", \"no_such_stage\"]\n";
+    let (_d, sc, sch) = files(scenario, schedule);
+    let out = Command::new(reproducer_bin())
+        .args(["run", "--scenario", sc.to_str().unwrap(), "--schedule", sch.to_str().unwrap()])
+        .env("TMPDIR", tmp.path())
+        .output()
+        .unwrap();
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{t}");
+    assert!(t.contains("schedule.toml, line 4: fault 1 field after_functions: no function 'no_such_stage'"), "{t}");
+    assert_eq!(t.trim_end().lines().count(), 1, "{t}");
+    assert_eq!(runs_left(), 0);
+
+    // errors after the run directory exists: a node that never gets ready, a failing setup
+    for scenario in [
+        "name = \"s\"\nrun_timeout_s = 2\n[[nodes]]\nname = \"n1\"\ncommand = [\"sleep\", \"30\"]\nready = [\"false\"]\n[workload]\ncommand = [\"true\"]\n[oracle]\ncommand = [\"true\"]\n",
+        "name = \"s\"\n[[setup]]\ncommand = [\"false\"]\n[[nodes]]\nname = \"n1\"\ncommand = [\"true\"]\n[workload]\ncommand = [\"true\"]\n[oracle]\ncommand = [\"true\"]\n",
+    ] {
+        let (_d, sc, _) = files(scenario, "");
+        let out = Command::new(reproducer_bin()).args(["run", "--scenario", sc.to_str().unwrap(), "--keep"]).env("TMPDIR", tmp.path()).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+        assert_eq!(runs_left(), 0, "a failed run removes its directory: {}", text(&out));
+    }
+}

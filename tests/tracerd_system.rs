@@ -248,6 +248,62 @@ fn kernel_probes_choose_the_paths_before_loading() {
 }
 
 #[test]
+fn functions_of_a_stripped_go_binary_are_counted() {
+    require_root();
+    let prog = go_program("gonode");
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("count.toml");
+    std::fs::write(&config, "function_events = false\n").unwrap();
+    let marker = format!("{}:main.tracerdTestMarker", prog.display());
+    let method = format!("{}:main.(*store).storeSnapshot", prog.display());
+    let d = Daemon::start(&["--config", config.to_str().unwrap(), "--target-comm", "gonode", "--uprobe", &marker, "--uprobe", &method]);
+    let work = tempfile::tempdir().unwrap();
+    let status = Command::new(&prog).args(["calls", "7"]).current_dir(work.path()).stdout(Stdio::null()).status().unwrap();
+    assert!(status.success());
+    let meta = inspect_meta(&d.dump());
+    // a call that grows the goroutine's stack runs the function's entry twice (Go restarts
+    // the function after growing the stack), so a count may be higher by one or two
+    let calls: Vec<u64> = meta["function_calls"].as_array().unwrap().iter().map(|n| n.as_u64().unwrap()).collect();
+    assert!(calls.len() == 2 && calls.iter().all(|&n| (7..=9).contains(&n)), "Go functions from .gopclntab are probed at their entry: {calls:?}");
+
+    drop(d);
+    // one function alone takes the single-uprobe path, which must resolve Go names too
+    let single = Daemon::start(&["--target-comm", "gonode", "--uprobe", &method]);
+    let status = Command::new(&prog).args(["calls", "3"]).current_dir(work.path()).stdout(Stdio::null()).status().unwrap();
+    assert!(status.success());
+    let calls = inspect_meta(&single.dump())["function_calls"][0].as_u64().unwrap();
+    assert!((3..=5).contains(&calls), "{calls}");
+    let sock = dir.path().join("s.sock");
+    let err = tracerd_fails(&["run", "--uprobe", &format!("{}:main.noSuchFunction", prog.display()), "--control-socket", sock.to_str().unwrap()]);
+    assert!(err.contains("main.noSuchFunction") && err.contains(".gopclntab") && !err.contains("nm -D"), "{err}");
+}
+
+#[test]
+fn relative_paths_resolve_against_the_cwd_after_chdir_and_fchdir() {
+    require_root();
+    let prog = eventgen_as("eg_chdir");
+    let d = Daemon::start(&["--target-comm", "eg_chdir"]);
+    let top = tempfile::tempdir().unwrap();
+    let top_path = std::fs::canonicalize(top.path()).unwrap();
+    std::fs::create_dir_all(top_path.join("data/sub")).unwrap();
+    let status = Command::new(&prog).args(["chdir", "data"]).current_dir(&top_path).status().unwrap();
+    assert!(status.success());
+    let events = inspect_json(&d.dump());
+    let failed: BTreeSet<String> = events
+        .iter()
+        .filter(|e| e["kind"] == "syscall_failure" && e["syscall"] == "openat" && e["comm"] == "eg_chdir")
+        .filter_map(|e| Some(e["path"].as_str()?.to_string()))
+        // (the loader's library search along LD_LIBRARY_PATH fails too)
+        .filter(|p| !p.ends_with("libc.so.6"))
+        .collect();
+    let want: BTreeSet<String> = ["before", "data/child-missing", "data/sub/fchdir-missing"]
+        .iter()
+        .map(|p| top_path.join(p).display().to_string())
+        .collect();
+    assert_eq!(failed, want, "paths as the processes saw them");
+}
+
+#[test]
 fn second_dump_holds_later_events_and_filters_non_targets() {
     require_root();
     let prog = eventgen_as("eg_twice");

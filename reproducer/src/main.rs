@@ -80,6 +80,9 @@ enum Command {
         /// Where schedule.toml, report.md and attempts/ go
         #[arg(long, value_name = "DIR")]
         out: PathBuf,
+        /// Byte budget for the kept run directories under attempts/
+        #[arg(long, value_name = "BYTES", default_value_t = reproducer::search::retention::DEFAULT_KEEP_BYTES)]
+        keep_bytes: u64,
     },
     /// Run the workload fault-free K times and write what is normal: benign failures,
     /// syscall frequencies, and calls per function (the infrequent ones into OUT's .functions)
@@ -105,7 +108,9 @@ fn load(scenario: &Path, schedule: Option<&Path>) -> Result<(Scenario, FaultPlan
     let plan = match schedule {
         Some(path) => {
             let (schedule, origin) = Schedule::load(path)?;
-            FaultPlan::new(&schedule, &sc, &origin)?
+            let plan = FaultPlan::new(&schedule, &sc, &origin)?;
+            plan.check_functions(&sc, &origin)?;
+            plan
         }
         None => FaultPlan::default(),
     };
@@ -166,8 +171,8 @@ fn main_inner(cli: Cli) -> Result<bool> {
             Ok(bugs as f64 / runs as f64 >= target_rate)
         }
         Command::Diagnose { .. } => unreachable!("handled above"),
-        Command::Reproduce { scenario, traces, profile, target_rate, max_runs, out } => {
-            reproduce_cmd(ReproduceArgs { scenario, traces, profile, target_rate, max_runs, out })
+        Command::Reproduce { scenario, traces, profile, target_rate, max_runs, out, keep_bytes } => {
+            reproduce_cmd(ReproduceArgs { scenario, traces, profile, target_rate, max_runs, out, keep_bytes })
         }
         Command::Profile { scenario, runs, functions_from, infrequent_below, out } => {
             let sc = Scenario::load(&scenario)?;
@@ -203,6 +208,7 @@ struct ReproduceArgs {
     target_rate: f64,
     max_runs: u32,
     out: PathBuf,
+    keep_bytes: u64,
 }
 
 fn reproduce_cmd(a: ReproduceArgs) -> Result<bool> {
@@ -216,7 +222,8 @@ fn reproduce_cmd(a: ReproduceArgs) -> Result<bool> {
     eprint!("{}", diagnose::render(&d, Some(&sc)));
     std::fs::create_dir_all(&a.out).map_err(|e| anyhow::anyhow!("--out {}: {e}", a.out.display()))?;
     write_shared(&a.out.join("diagnosis.json"), &serde_json::to_vec_pretty(&d)?)?;
-    let cfg = SearchConfig { target_rate: a.target_rate, max_runs: a.max_runs, out: a.out.clone() };
+    let cfg =
+        SearchConfig { target_rate: a.target_rate, max_runs: a.max_runs, out: a.out.clone(), keep_bytes: a.keep_bytes };
     let mut runner = TestbedRunner::new(&sc, &timeline.functions);
     let result = Search::new(&sc, &d, cfg, &mut runner)?.run()?;
     if let Some(text) = report::schedule_text(&sc, &result) {

@@ -1,10 +1,19 @@
 //! `reproducer profile`: runs the workload fault-free K times on the testbed under tracing
 //! that counts every syscall per process and every call of every candidate function
 //! (function events off, so a hot function cannot flood the trace), and aggregates the
-//! traces with `analysis::profile`.
+//! traces with `analysis::profile`. The candidates are the functions of the programs the
+//! nodes really run: the first run shows them behind wrappers, and is repeated when they
+//! differ from the declared ones.
+use std::collections::BTreeSet;
+use std::os::unix::fs::PermissionsExt;
+
 use anyhow::{bail, Context, Result};
 
-use crate::analysis::profile::{aggregate, candidate_functions, run_data, Profile, ProfileOptions};
+use crate::analysis::profile::{
+    aggregate, candidate_functions, declared_programs, programs_after_run, run_data, Candidate, Profile, ProfileOptions,
+    Program,
+};
+use crate::analysis::programs;
 use crate::model::plan::FaultPlan;
 use crate::model::scenario::Scenario;
 use crate::testbed::executor::{self, RunOptions};
@@ -18,18 +27,26 @@ pub fn profile(scenario: &Scenario, opts: &ProfileOptions) -> Result<(Profile, u
     if !opts.infrequent_below_per_s.is_finite() || opts.infrequent_below_per_s < 0.0 {
         bail!("--infrequent-below must be a number of calls per second, 0 or more");
     }
-    let candidates = candidate_functions(scenario, &opts.function_patterns)?;
+    let mut programs = declared_programs(scenario)?;
+    let (mut candidates, mut why_none) = candidate_functions(scenario, &programs, &opts.function_patterns)?;
     let base = tempfile::Builder::new().prefix("reproducer-profile-").tempdir().context("profile scratch directory")?;
-    let run_opts = RunOptions {
+    if scenario.has_users() {
+        // a node's account must be able to enter its run directory
+        std::fs::set_permissions(base.path(), std::fs::Permissions::from_mode(0o711))?;
+    }
+    let run_opts = |candidates: &[Candidate]| RunOptions {
         keep: true,
         base_dir: Some(base.path().to_path_buf()),
         trace_functions: candidates.iter().map(|c| (c.node_index, format!("{}:{}", c.binary, c.symbol))).collect(),
         profiling: true,
     };
     let mut runs = Vec::new();
-    for i in 1..=opts.runs {
-        let report = executor::run(scenario, &FaultPlan::default(), &run_opts)?;
+    let mut programs_checked = false;
+    while runs.len() < opts.runs as usize {
+        let i = runs.len() + 1;
+        let report = executor::run(scenario, &FaultPlan::default(), &run_opts(&candidates))?;
         if report.bug {
+            let _ = std::fs::remove_dir_all(&report.workdir);
             bail!(
                 "oracle fired in fault-free run {i} of {}: the oracle must be false without faults, or the profile would count the bug's symptoms as normal (oracle: {})",
                 opts.runs,
@@ -40,10 +57,38 @@ pub fn profile(scenario: &Scenario, opts: &ProfileOptions) -> Result<(Profile, u
             eprintln!("reproducer: warning: fault-free run {i} hit run_timeout_s; its workload was stopped");
         }
         let trace = report.trace.as_ref().context("the run kept no trace")?;
+        if !programs_checked {
+            // the first run shows what the nodes really execute behind their wrappers
+            programs_checked = true;
+            let ran = programs::executed(scenario, trace, &report.launched)?;
+            let found = programs_after_run(&programs, &ran, scenario.nodes.len());
+            let reals = |ps: &[Program]| ps.iter().map(|p| (p.node, p.real.clone())).collect::<BTreeSet<_>>();
+            if reals(&found) != reals(&programs) {
+                for p in found.iter().filter(|p| !programs.iter().any(|q| q.node == p.node && q.real == p.real)) {
+                    let node = &scenario.nodes[p.node];
+                    println!("profile: node {} runs {} (its command: {})", node.name, p.named.display(), node.command[0]);
+                }
+                println!("profile run {i}/{}: repeated with the functions of the programs the nodes really run", opts.runs);
+                programs = found;
+                (candidates, why_none) = candidate_functions(scenario, &programs, &opts.function_patterns)?;
+                let _ = std::fs::remove_dir_all(&report.workdir);
+                continue;
+            }
+        }
         let data = run_data(scenario, trace, &report.launched, report.duration_ms)?;
         println!("profile run {i}/{}: {:.2} s, {} failed syscalls", opts.runs, data.seconds, data.failures.values().sum::<u64>());
         let _ = std::fs::remove_dir_all(&report.workdir);
         runs.push(data);
     }
-    Ok((aggregate(scenario, &candidates, &runs, opts.infrequent_below_per_s), candidates.len()))
+    if candidates.is_empty() {
+        eprintln!(
+            "reproducer: WARNING: 0 candidate functions, so the profile lists no infrequent functions for tracerd and a diagnosis has no function context: {}",
+            why_none.join("; ")
+        );
+    }
+    let mut profile = aggregate(scenario, &candidates, &runs, opts.infrequent_below_per_s);
+    for p in &programs {
+        profile.programs.entry(scenario.nodes[p.node].name.clone()).or_default().push(p.named.display().to_string());
+    }
+    Ok((profile, candidates.len()))
 }

@@ -184,12 +184,24 @@ fn attempts_section(out: &mut String, result: &SearchResult, base: &Path) {
     for a in &result.attempts {
         let level = if a.level == 0 { "-".to_string() } else { a.level.to_string() };
         let conf = a.confirmation.map(|c| c.summary()).unwrap_or_default();
-        let dir = a.dir.strip_prefix(base).unwrap_or(&a.dir).display().to_string();
+        let mut dir = a.dir.strip_prefix(base).unwrap_or(&a.dir).display().to_string();
+        if a.runs_pruned {
+            dir.push_str(" (runs removed)");
+        }
         let bug = match &a.note {
             Some(n) => format!("no — {}", n.replace('|', "/").replace('\n', " ")),
             None => (if a.bug { "yes" } else { "no" }).to_string(),
         };
         let _ = writeln!(out, "| {} | {level} | {} | {bug} | {} | {conf} | {dir} |", a.number, a.what.replace('|', "/"), a.fired);
+    }
+    if !result.pruned.attempts.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nRun directories of {} attempts were removed ({:.1} MB) to bound the disk: kept are the best schedule's, the first bug's and the last {} attempts', within `--keep-bytes`.",
+            result.pruned.attempts.len(),
+            result.pruned.bytes as f64 / 1e6,
+            crate::search::retention::KEEP_LAST
+        );
     }
     out.push('\n');
 }
@@ -268,6 +280,7 @@ mod tests {
                 confirmation: Some(confirmation),
                 dir: "/out/attempts/001".into(),
                 note: None,
+                runs_pruned: false,
             }],
             runs: 12,
             schedules_tried: 3,
@@ -278,6 +291,7 @@ mod tests {
             seconds: 90.0,
             replay: None,
             interrupted: false,
+            pruned: Default::default(),
         }
     }
 

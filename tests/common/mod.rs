@@ -46,6 +46,38 @@ pub fn program(name: &str) -> PathBuf {
     out
 }
 
+/// Builds tests/programs/NAME.go once per test process as Debian ships Go servers: a PIE,
+/// then stripped (no .symtab; its functions only in .gopclntab). Needs Debian's
+/// `golang-go` (scripts/test installs it). Returns the binary.
+pub fn go_program(name: &str) -> PathBuf {
+    static BUILT: Mutex<Vec<(String, PathBuf)>> = Mutex::new(Vec::new());
+    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, p)) = built.iter().find(|(n, _)| n == name) {
+        return p.clone();
+    }
+    let out_dir = workspace_root().join("target").join("test-programs");
+    std::fs::create_dir_all(&out_dir).expect("creating target/test-programs");
+    let src = workspace_root().join("tests").join("programs").join(format!("{name}.go"));
+    let unstripped = out_dir.join(format!("{name}.unstripped"));
+    let cache = tempfile::tempdir().expect("a Go build cache");
+    let out = Command::new("go")
+        .args(["build", "-buildmode=pie", "-ldflags=-linkmode=external", "-o"])
+        .arg(&unstripped)
+        .arg(&src)
+        .env("CGO_ENABLED", "1")
+        .env("GO111MODULE", "off")
+        .env("GOCACHE", cache.path().join("cache"))
+        .env("GOPATH", cache.path().join("gopath"))
+        .output()
+        .expect("running go (Debian package golang-go; scripts/test installs it)");
+    assert!(out.status.success(), "go build {}: {}", src.display(), String::from_utf8_lossy(&out.stderr));
+    let bin = out_dir.join(name);
+    let status = Command::new("strip").arg("-o").arg(&bin).arg(&unstripped).status().expect("running strip");
+    assert!(status.success(), "stripping {}", unstripped.display());
+    built.push((name.to_string(), bin.clone()));
+    bin
+}
+
 pub fn tracerd_bin() -> PathBuf {
     match option_env!("CARGO_BIN_EXE_tracerd") {
         Some(p) => PathBuf::from(p),

@@ -17,6 +17,9 @@
  *   eventgen refused-connect PORT HOLD_MS
  *                                  a non-blocking connect to 127.0.0.1:PORT (nobody listens:
  *                                  EINPROGRESS, then reset), the socket kept open HOLD_MS
+ *   eventgen chdir DIR             fails openat("before"), chdir(DIR), a forked child fails
+ *                                  openat("child-missing"); then fchdir() into DIR's "sub"
+ *                                  and fails openat("fchdir-missing") (all relative)
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -188,6 +191,24 @@ int main(int argc, char **argv)
 		return tcp_client(argv[2], atoi(argv[3]), atol(argv[4]));
 	if (!strcmp(mode, "refused-connect") && argc >= 4)
 		return refused_connect(atoi(argv[2]), atol(argv[3]));
+	if (!strcmp(mode, "chdir") && argc >= 3) {
+		/* let tracerd read the starting cwd from /proc first */
+		sleep_ms(200);
+		open("before", O_RDONLY);
+		if (chdir(argv[2]))
+			return 1;
+		pid_t child = fork();
+		if (child == 0) {
+			open("child-missing", O_RDONLY);
+			_exit(0);
+		}
+		waitpid(child, NULL, 0);
+		int dir = open("sub", O_RDONLY | O_DIRECTORY);
+		if (dir < 0 || fchdir(dir))
+			return 1;
+		open("fchdir-missing", O_RDONLY);
+		return 0;
+	}
 	if (!strcmp(mode, "fork-fail")) {
 		pid_t pid = fork();
 		if (pid == 0)

@@ -8,6 +8,7 @@
  *   faulty offset              calls stage_k(): logs "k first half", then "k second half"
  *   faulty ticks MS            logs a CLOCK_MONOTONIC tick every 100 ms for MS, calling stage_p() at 1 s
  *   faulty fork-write DIR      a forked child writes DIR/c 3 times
+ *   faulty thread-write DIR    a second thread writes DIR/t twice
  *   faulty serve PORT          TCP echo server (one client at a time, forever)
  *   faulty ping IP PORT MS     connects, calls stage_c(), sends a line every 100 ms for MS, logging each round-trip time
  *   faulty two-faults DIR      calls stage_h(), stage_g(), then writes DIR/a twice
@@ -19,6 +20,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,6 +77,13 @@ static int write_to(const char *dir, const char *name, int i)
 	close(fd);
 	printf("write %d to %s: %s\n", i, name, r ? strerror(-r) : "ok");
 	return r;
+}
+
+static void *thread_writes(void *dir)
+{
+	for (int i = 1; i <= 2; i++)
+		write_to(dir, "t", i);
+	return NULL;
 }
 
 static int open_x(const char *dir, const char *when)
@@ -190,6 +199,13 @@ int main(int argc, char **argv)
 			_exit(0);
 		}
 		waitpid(pid, NULL, 0);
+		return 0;
+	}
+	if (!strcmp(mode, "thread-write") && argc > 2) {
+		pthread_t t;
+		if (pthread_create(&t, NULL, thread_writes, argv[2]))
+			return 1;
+		pthread_join(t, NULL);
 		return 0;
 	}
 	if (!strcmp(mode, "serve") && argc > 2)

@@ -145,9 +145,16 @@ impl Engine {
             by_binary.entry(f.binary.clone()).or_default().push(id);
         }
         for (binary, ids) in by_binary {
-            let rest = if ids.len() > 1 && self.uprobe_multi { self.attach_multi(&binary, &ids) } else { ids };
+            // our own resolution also knows Go's table, which libbpf's name lookup does not
+            let offsets = elf::function_offsets(&binary).unwrap_or_else(|e| {
+                log::debug!("resolving functions of {}: {e:#}; libbpf looks them up", binary.display());
+                Default::default()
+            });
+            let rest =
+                if ids.len() > 1 && self.uprobe_multi { self.attach_multi(&binary, &ids, &offsets) } else { ids };
             for id in rest {
-                self.attach_one(id, tolerate)?;
+                let offset = offsets.get(&self.functions[id].symbol).copied();
+                self.attach_one(id, tolerate, offset)?;
             }
         }
         if self.uprobe_attach_failed > 0 {
@@ -162,14 +169,12 @@ impl Engine {
 
     /// One uprobe-multi link for the functions `ids` of `binary` whose offsets resolve;
     /// returns the ids left to attach one by one (all of them if the link failed).
-    fn attach_multi(&mut self, binary: &std::path::Path, ids: &[usize]) -> Vec<usize> {
-        let offsets = match elf::function_offsets(binary) {
-            Ok(o) => o,
-            Err(e) => {
-                log::debug!("uprobe-multi on {}: {e:#}; attaching one by one", binary.display());
-                return ids.to_vec();
-            }
-        };
+    fn attach_multi(
+        &mut self,
+        binary: &std::path::Path,
+        ids: &[usize],
+        offsets: &HashMap<String, u64>,
+    ) -> Vec<usize> {
         let mut found = Vec::new();
         let mut rest = Vec::new();
         for &id in ids {
@@ -209,18 +214,21 @@ impl Engine {
         }
     }
 
-    fn attach_one(&mut self, id: usize, tolerate: bool) -> Result<()> {
+    /// Attaches function `id` at its resolved file `offset`, or by name through libbpf.
+    fn attach_one(&mut self, id: usize, tolerate: bool, offset: Option<u64>) -> Result<()> {
         let f = &self.functions[id];
-        let opts = UprobeOpts { cookie: id as u64, func_name: Some(f.symbol.clone()), ..Default::default() };
-        match self.skel.progs.function_hit.attach_uprobe_with_opts(-1, &f.binary, 0, opts) {
+        let func_name = if offset.is_some() { None } else { Some(f.symbol.clone()) };
+        let opts = UprobeOpts { cookie: id as u64, func_name, ..Default::default() };
+        match self.skel.progs.function_hit.attach_uprobe_with_opts(-1, &f.binary, offset.unwrap_or(0) as usize, opts) {
             Ok(link) => self.uprobe_links.push(link),
             Err(e) if tolerate => {
                 log::debug!("uprobe {}:{}: cannot attach ({e}); counted", f.binary.display(), f.symbol);
                 self.uprobe_attach_failed += 1;
                 self.unattached.push(id);
             }
+            Err(e) if offset.is_some() => bail!("uprobe {}:{}: cannot attach ({e})", f.binary.display(), f.symbol),
             Err(e) => bail!(
-                "uprobe {}:{}: cannot attach ({e}); is the symbol in the binary's symbol table? (nm -D / nm)",
+                "uprobe {}:{}: cannot attach ({e}); no function of that name in the binary's .symtab, .dynsym or Go table (.gopclntab), or it is defined twice",
                 f.binary.display(),
                 f.symbol
             ),

@@ -44,8 +44,10 @@ impl FromProc for ProcInfo {
         if self.cmdline.is_none() {
             self.cmdline = proc.cmdline().ok().filter(|c| !c.is_empty());
         }
-        if let Ok(cwd) = proc.cwd() {
-            self.cwd = Some(cwd.display().to_string());
+        // the cwd the process started with stays: relative paths after a chdir resolve
+        // against the cwd the kernel recorded at the chdir, those before it against this one
+        if self.cwd.is_none() {
+            self.cwd = proc.cwd().ok().map(|p| p.display().to_string());
         }
     }
 }

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use anyhow::{anyhow, bail};
+use anyhow::{anyhow, bail, Context};
 use iced_x86::{Code, Decoder, DecoderOptions, Formatter, Instruction, IntelFormatter, Mnemonic};
 use object::{elf as elf_consts, Architecture, Object, ObjectSection, ObjectSymbol, ObjectSymbolTable, RelocationFlags, RelocationTarget};
 use tracedump::elf::{self, Binary};
@@ -58,7 +58,7 @@ pub fn injection_sites(binary: &Path, symbol: &str) -> anyhow::Result<Vec<Site>>
         let arch = format!("{arch:?}").to_lowercase();
         bail!("binary {}: architecture {arch} is not supported for offsets (x86_64 only)", binary.display());
     }
-    let all = elf::functions(&file);
+    let all = elf::functions(&file).with_context(|| format!("binary {}", binary.display()))?;
     let function = elf::find_function(binary, &all, symbol)?;
     let code = elf::function_bytes(&file, &function)
         .ok_or_else(|| anyhow!("binary {}: no section holds the bytes of '{symbol}'", binary.display()))?;
@@ -348,7 +348,7 @@ int main(int argc, char **argv) {
     fn opcode_at(binary: &Path, function: &str, offset: u64) -> u8 {
         let bin = Binary::read(binary).unwrap();
         let file = bin.elf().unwrap();
-        let function = elf::find_function(binary, &elf::functions(&file), function).unwrap();
+        let function = elf::find_function(binary, &elf::functions(&file).unwrap(), function).unwrap();
         elf::function_bytes(&file, &function).unwrap()[offset as usize]
     }
 

@@ -67,6 +67,10 @@ pub struct Profile {
     /// candidate functions whose uprobe could not be attached, as BINARY:SYMBOL
     #[serde(default)]
     pub functions_not_attached: Vec<String>,
+    /// node name -> the programs whose functions were candidates (what its processes ran,
+    /// wrappers left out)
+    #[serde(default)]
+    pub programs: BTreeMap<String, Vec<String>>,
 }
 
 /// A failure signature seen in fault-free runs.
@@ -262,16 +266,63 @@ fn node_binary(node: &Node) -> Result<(PathBuf, PathBuf)> {
     Ok((named, real))
 }
 
-/// The functions to count: every defined function of every node's binary that matches
-/// `patterns` (all when empty), once per binary.
-pub fn candidate_functions(scenario: &Scenario, patterns: &[String]) -> Result<Vec<Candidate>> {
+/// A program whose functions are candidates: the node that runs it, its path as named
+/// (see [`node_binary`]) and the file it really is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Program {
+    pub node: usize,
+    pub named: PathBuf,
+    pub real: PathBuf,
+}
+
+/// Before any run: each node's `command[0]`, unless it is a wrapper (a shell, setpriv,
+/// runuser, ...), whose own functions are never the server's.
+pub fn declared_programs(scenario: &Scenario) -> Result<Vec<Program>> {
+    let mut out = Vec::new();
+    for (node, n) in scenario.nodes.iter().enumerate() {
+        let (named, real) = node_binary(n)?;
+        if !super::programs::is_wrapper(&real) && !super::programs::is_wrapper(&named) {
+            out.push(Program { node, named, real });
+        }
+    }
+    Ok(out)
+}
+
+/// The programs after a fault-free run: what each node's processes executed (`ran`), a
+/// node's declared program keeping its name; a node whose processes the trace did not show
+/// keeps what was declared.
+pub fn programs_after_run(declared: &[Program], ran: &BTreeMap<usize, BTreeSet<PathBuf>>, nodes: usize) -> Vec<Program> {
+    let mut out = Vec::new();
+    for node in 0..nodes {
+        let mine: Vec<&Program> = declared.iter().filter(|p| p.node == node).collect();
+        match ran.get(&node) {
+            Some(exes) if !exes.is_empty() => out.extend(exes.iter().map(|real| {
+                let named = mine.iter().find(|p| p.real == *real).map_or_else(|| real.clone(), |p| p.named.clone());
+                Program { node, named, real: real.clone() }
+            })),
+            _ => out.extend(mine.into_iter().cloned()),
+        }
+    }
+    out
+}
+
+/// The functions to count: every defined function of every program that matches
+/// `patterns` (all when empty), once per file; and, for every program or node that
+/// contributes none, why (for the warning when there are none at all).
+pub fn candidate_functions(scenario: &Scenario, programs: &[Program], patterns: &[String]) -> Result<(Vec<Candidate>, Vec<String>)> {
     // (path as the first node names it, the real file, nodes): nodes sharing a file share it
     let mut binaries: Vec<(PathBuf, PathBuf, Vec<usize>)> = Vec::new();
+    let mut why_none = Vec::new();
     for (i, node) in scenario.nodes.iter().enumerate() {
-        let (named, real) = node_binary(node)?;
-        match binaries.iter_mut().find(|(_, r, _)| *r == real) {
-            Some((_, _, nodes)) => nodes.push(i),
-            None => binaries.push((named, real, vec![i])),
+        if !programs.iter().any(|p| p.node == i) {
+            why_none.push(format!("node {} runs only wrappers ({})", node.name, node.command[0]));
+        }
+    }
+    for p in programs {
+        match binaries.iter_mut().find(|(_, r, _)| *r == p.real) {
+            Some((_, _, nodes)) if nodes.contains(&p.node) => {}
+            Some((_, _, nodes)) => nodes.push(p.node),
+            None => binaries.push((p.named.clone(), p.real.clone(), vec![p.node])),
         }
     }
     let mut out = Vec::new();
@@ -281,15 +332,24 @@ pub fn candidate_functions(scenario: &Scenario, patterns: &[String]) -> Result<V
             Ok(s) => s,
             Err(e) => {
                 eprintln!("reproducer: warning: no functions profiled for node {}: {e:#}", names.join(", "));
+                why_none.push(format!("{}: {e:#}", bin.display()));
                 continue;
             }
         };
+        let total = symbols.len();
         let mut seen = BTreeSet::new();
         // a symbol with ':' cannot be written as BINARY:SYMBOL
         let chosen: Vec<_> = binary::filter_symbols(symbols, patterns)?
             .into_iter()
             .filter(|s| !s.name.is_empty() && !s.name.contains(':') && seen.insert(s.name.clone()))
             .collect();
+        if chosen.is_empty() {
+            why_none.push(if total == 0 {
+                format!("{} defines no functions (stripped, and not a Go program)", bin.display())
+            } else {
+                format!("--functions-from matched none of the {total} functions of {}", bin.display())
+            });
+        }
         if chosen.len() > MAX_FUNCTIONS_PER_BINARY {
             bail!(
                 "{}: {} candidate functions, more than {MAX_FUNCTIONS_PER_BINARY} (one uprobe each); narrow them with --functions-from PATTERN (a glob over function names or source files)",
@@ -306,7 +366,7 @@ pub fn candidate_functions(scenario: &Scenario, patterns: &[String]) -> Result<V
             source_file: s.source_file,
         }));
     }
-    Ok(out)
+    Ok((out, why_none))
 }
 
 /// One run's trace, mapped to nodes (also what `reproduce` learns from its fault-free
@@ -485,6 +545,7 @@ pub fn aggregate(scenario: &Scenario, candidates: &[Candidate], runs: &[RunData]
         unmapped_events: runs.iter().map(|r| r.unmapped_events).sum(),
         unmapped_syscalls: runs.iter().map(|r| r.unmapped_syscalls).sum(),
         functions_not_attached,
+        programs: BTreeMap::new(),
     }
 }
 

@@ -2,13 +2,17 @@
 //! syscall, errno, signal) resolved to what the kernel mechanisms take. Built once per
 //! schedule and handed as is to each mechanism of a run (trace config, injector maps,
 //! seccomp supervisors, executor).
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Result};
 use tracedump::syscalls::{errno_number, signal_number, syscall_number};
 
+use super::resolve_binary;
 use super::scenario::Scenario;
 use super::schedule::{Action, Context, Direction, Fault, FaultKind, Origin, Schedule};
+use crate::analysis::programs::is_wrapper;
 
 /// What a planned fault does, in kernel terms.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -60,6 +64,34 @@ impl FaultPlan {
         Ok(FaultPlan { faults })
     }
 
+    /// Refuses a context function the binary does not define, before any run starts (for
+    /// a schedule a user wrote; the search's name functions its traces saw): a name is
+    /// looked up in the node's program, or in BINARY for `BINARY:SYMBOL`.
+    pub fn check_functions(&self, scenario: &Scenario, origin: &Origin) -> Result<()> {
+        let mut known: HashMap<PathBuf, HashSet<String>> = HashMap::new();
+        for (i, f) in self.faults.iter().enumerate() {
+            let program = &scenario.nodes[f.node].command[0];
+            for func in &f.context().after_functions {
+                let (binary, symbol) = match func.rsplit_once(':') {
+                    Some((b, s)) if !b.is_empty() => (PathBuf::from(b), s),
+                    // a program named through a placeholder is only known at run time
+                    _ if program.contains('{') => continue,
+                    _ => (resolve_binary(program), func.as_str()),
+                };
+                let at = || origin.at(i, "after_functions");
+                if !known.contains_key(&binary) {
+                    let names = function_names(&binary).map_err(|e| anyhow!("{}: {e:#}", at()))?;
+                    known.insert(binary.clone(), names);
+                }
+                if !known[&binary].contains(symbol) {
+                    let hint = if is_wrapper(&binary) { "; the node's program is a wrapper: write BINARY:SYMBOL" } else { "" };
+                    bail!("{}: no function '{symbol}' in {} ({} functions){hint}", at(), binary.display(), known[&binary].len());
+                }
+            }
+        }
+        Ok(())
+    }
+
     pub fn len(&self) -> usize {
         self.faults.len()
     }
@@ -67,6 +99,12 @@ impl FaultPlan {
     pub fn is_empty(&self) -> bool {
         self.faults.is_empty()
     }
+}
+
+/// Every function name `binary` defines, aliases included (.symtab, .dynsym, Go's table):
+/// the names a uprobe can be attached by.
+fn function_names(binary: &Path) -> Result<HashSet<String>> {
+    Ok(tracedump::elf::Binary::read(binary)?.functions()?.into_iter().map(|d| d.symbol.name).collect())
 }
 
 fn plan_fault(f: &Fault, index: usize, scenario: &Scenario, origin: &Origin) -> Result<PlannedFault> {

@@ -19,9 +19,29 @@ pub struct Scenario {
     pub name: String,
     #[serde(default = "default_timeout")]
     pub run_timeout_s: u64,
+    /// commands run in the run's workdir before the nodes start, in order
+    #[serde(default)]
+    pub setup: Vec<SetupStep>,
     pub nodes: Vec<Node>,
     pub workload: CommandSpec,
     pub oracle: CommandSpec,
+}
+
+fn default_setup_timeout() -> u64 {
+    60
+}
+
+/// One `[[setup]]` command: prepares a run (initialize a data directory, write a config).
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SetupStep {
+    pub command: Vec<String>,
+    /// the account it runs as (root when absent)
+    #[serde(default)]
+    pub user: Option<String>,
+    /// it fails when it has not finished after this long
+    #[serde(default = "default_setup_timeout")]
+    pub timeout_s: u64,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
@@ -38,6 +58,9 @@ pub struct Node {
     pub match_: Option<String>,
     #[serde(default)]
     pub restart: bool,
+    /// the account the node runs as (root when absent); it owns `{workdir}/NAME`
+    #[serde(default)]
+    pub user: Option<String>,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
@@ -166,7 +189,11 @@ impl Scenario {
             for arg in n.command.iter().chain(n.ready.iter().flatten()) {
                 probe.expand(arg).map_err(|e| anyhow::anyhow!("{}: {e}", at(i, "command")))?;
             }
+            if let Some(user) = &n.user {
+                crate::testbed::runas::RunAs::lookup(user).map_err(|e| anyhow::anyhow!("{}: {e}", at(i, "user")))?;
+            }
         }
+        self.validate_setup(text, origin, &probe)?;
         for (what, c) in [("workload", &self.workload), ("oracle", &self.oracle)] {
             if c.command.is_empty() {
                 bail!("scenario {origin}: [{what}] command is empty");
@@ -176,6 +203,35 @@ impl Scenario {
             }
         }
         Ok(())
+    }
+
+    fn validate_setup(&self, text: &str, origin: &str, probe: &Placeholders) -> Result<()> {
+        let at = |i: usize, field: &str| match line_of_key(text, "setup", i, field) {
+            Some(l) => format!("scenario {origin}, line {l}: setup {} field {field}", i + 1),
+            None => format!("scenario {origin}: setup {} field {field}", i + 1),
+        };
+        // setup runs before any node: no {node.NAME.pid} yet
+        let before_nodes = Placeholders { pids: HashMap::new(), ..probe.clone() };
+        for (i, step) in self.setup.iter().enumerate() {
+            if step.command.is_empty() {
+                bail!("{}: empty command", at(i, "command"));
+            }
+            for arg in &step.command {
+                before_nodes.expand(arg).map_err(|e| anyhow::anyhow!("{}: {e}", at(i, "command")))?;
+            }
+            if step.timeout_s == 0 {
+                bail!("{}: must be positive", at(i, "timeout_s"));
+            }
+            if let Some(user) = &step.user {
+                crate::testbed::runas::RunAs::lookup(user).map_err(|e| anyhow::anyhow!("{}: {e}", at(i, "user")))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether anything runs as another account (then the run directory must be reachable).
+    pub fn has_users(&self) -> bool {
+        self.nodes.iter().any(|n| n.user.is_some()) || self.setup.iter().any(|s| s.user.is_some())
     }
 }
 
@@ -220,5 +276,25 @@ command = ["true"]
         let bad = GOOD.replace("name = \"db2\"", "name = \"db2\"\nrestrat = true");
         let e = Scenario::parse(&bad, "s.toml").unwrap_err().to_string();
         assert!(e.contains("line 9") && e.contains("restrat"), "{e}");
+    }
+
+    #[test]
+    fn setup_and_user_are_checked_where_written() {
+        let with = |extra: &str| format!("{extra}\n{}", GOOD.replace("name = \"kv\"\n", ""));
+        let ok = Scenario::parse(&with("name = \"kv\"\n[[setup]]\ncommand = [\"initdb\", \"{workdir}/db1\"]\nuser = \"nobody\"\n"), "s").unwrap();
+        assert_eq!(ok.setup[0].timeout_s, 60);
+        assert!(ok.has_users());
+        for (extra, needle) in [
+            ("[[setup]]\ncommand = []", "line 3: setup 1 field command: empty command"),
+            ("[[setup]]\ncommand = [\"x\"]\nuser = \"no-such-user-here\"", "line 4: setup 1 field user: no user"),
+            ("[[setup]]\ncommand = [\"x\", \"{node.db1.pid}\"]", "setup 1 field command: placeholder {node.db1.pid}"),
+            ("[[setup]]\ncommand = [\"x\"]\ntimeout_s = 0", "line 4: setup 1 field timeout_s"),
+        ] {
+            let e = Scenario::parse(&format!("name = \"kv\"\n{}", with(extra)), "s.toml").unwrap_err().to_string();
+            assert!(e.contains(needle), "{extra}: {e}");
+        }
+        let bad = GOOD.replace("name = \"db2\"", "name = \"db2\"\nuser = \"no-such-user-here\"");
+        let e = Scenario::parse(&bad, "s.toml").unwrap_err().to_string();
+        assert!(e.contains("line 9") && e.contains("node 2 field user") && e.contains("no-such-user-here"), "{e}");
     }
 }

@@ -1,6 +1,8 @@
 //! The attempt log: every schedule the search tried, in `OUT/attempts.json` (rewritten
 //! atomically after each attempt, so an interrupted search leaves a readable log) and one
-//! directory per attempt, `OUT/attempts/NNN/` with its `schedule.toml` and its runs.
+//! directory per attempt, `OUT/attempts/NNN/` with its `schedule.toml` and its runs (only
+//! the runs that matter stay: see `retention`).
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
@@ -8,6 +10,7 @@ use serde::Serialize;
 use tracedump::atomic;
 
 use super::confirm::Confirmation;
+use super::retention::{self, AttemptRuns, Pruned};
 use crate::model::schedule::Schedule;
 
 #[derive(Clone, Debug, Serialize)]
@@ -25,17 +28,24 @@ pub struct Attempt {
     /// the run failed
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// its run directories were removed to bound the disk (see retention)
+    pub runs_pruned: bool,
 }
 
 pub struct AttemptLog {
     out: PathBuf,
     attempts: Vec<Attempt>,
+    /// byte budget for the kept run directories (`--keep-bytes`)
+    keep_bytes: u64,
+    /// attempts whose run directories are still there
+    kept_runs: Vec<AttemptRuns>,
+    pruned: Pruned,
 }
 
 impl AttemptLog {
-    pub fn create(out: &Path) -> Result<AttemptLog> {
+    pub fn create(out: &Path, keep_bytes: u64) -> Result<AttemptLog> {
         std::fs::create_dir_all(out.join("attempts")).with_context(|| format!("output directory {}", out.display()))?;
-        Ok(AttemptLog { out: out.to_path_buf(), attempts: Vec::new() })
+        Ok(AttemptLog { out: out.to_path_buf(), attempts: Vec::new(), keep_bytes, kept_runs: Vec::new(), pruned: Pruned::default() })
     }
 
     /// The directory of the next attempt, created, with `schedule` in it.
@@ -50,8 +60,19 @@ impl AttemptLog {
         self.attempts.len() as u32 + 1
     }
 
-    pub fn push(&mut self, attempt: Attempt) -> Result<()> {
+    /// Records an attempt, then removes the run directories that no longer matter: all but
+    /// those of the attempts `protected` (the best, the first bug) and the last few, within
+    /// the byte budget, where only `best` is never removed.
+    pub fn push(&mut self, attempt: Attempt, protected: &BTreeSet<u32>, best: Option<u32>) -> Result<()> {
+        self.kept_runs.push(retention::attempt_runs(attempt.number, &attempt.dir));
         self.attempts.push(attempt);
+        let before = self.pruned.attempts.len();
+        retention::prune(&mut self.kept_runs, protected, best, self.keep_bytes, &mut self.pruned);
+        if self.pruned.attempts.len() != before {
+            for a in self.attempts.iter_mut().filter(|a| self.pruned.attempts.binary_search(&a.number).is_ok()) {
+                a.runs_pruned = true;
+            }
+        }
         let json = serde_json::to_vec_pretty(&self.attempts)?;
         atomic::write_bytes(&self.out.join("attempts.json"), atomic::SHARED, &json)
     }
@@ -60,7 +81,12 @@ impl AttemptLog {
         &self.attempts
     }
 
-    pub fn into_attempts(self) -> Vec<Attempt> {
-        self.attempts
+    pub fn keep_bytes(&self) -> u64 {
+        self.keep_bytes
+    }
+
+    /// The attempts, and what pruning removed.
+    pub fn finish(self) -> (Vec<Attempt>, Pruned) {
+        (self.attempts, self.pruned)
     }
 }

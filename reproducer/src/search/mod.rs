@@ -17,6 +17,7 @@ use anyhow::{bail, Result};
 
 pub mod attempts;
 pub mod confirm;
+pub mod retention;
 pub mod runner;
 
 use crate::analysis::diagnose::{Candidate, Diagnosis, FaultGuess};
@@ -41,6 +42,8 @@ pub struct SearchConfig {
     pub target_rate: f64,
     pub max_runs: u32,
     pub out: PathBuf,
+    /// byte budget for kept run directories (`--keep-bytes`)
+    pub keep_bytes: u64,
 }
 
 /// One fault of a plan, with the candidate it came from.
@@ -100,6 +103,8 @@ pub struct SearchResult {
     pub replay: Option<Confirmation>,
     /// Ctrl-C or SIGTERM ended the search
     pub interrupted: bool,
+    /// attempts whose run directories were removed, and the bytes that freed
+    pub pruned: retention::Pruned,
 }
 
 impl SearchResult {
@@ -138,6 +143,9 @@ pub struct Search<'a> {
     /// schedules already run, so no two attempts run the same schedule
     seen: std::collections::HashMap<Schedule, Feedback>,
     interrupted: bool,
+    /// attempts whose runs are kept whatever their age
+    best_attempt: Option<u32>,
+    first_bug_attempt: Option<u32>,
 }
 
 fn symbol_of(spec: &str) -> &str {
@@ -153,10 +161,10 @@ impl<'a> Search<'a> {
     /// A search that keeps its attempts under `cfg.out` (created) and runs on `runner`.
     pub fn new(scenario: &'a Scenario, diagnosis: &'a Diagnosis, cfg: SearchConfig, runner: &'a mut dyn Runner) -> Result<Search<'a>> {
         let causes: Vec<&Candidate> = diagnosis.causes().filter(|c| c.node.is_some()).collect();
-        let log = AttemptLog::create(&cfg.out)?;
+        let log = AttemptLog::create(&cfg.out, cfg.keep_bytes)?;
         Ok(Search {
             scenario, causes, cfg, runner, log, runs: 0, best: None, runs_to_first: None, level: 0,
-            started: Instant::now(), seen: Default::default(), interrupted: false,
+            started: Instant::now(), seen: Default::default(), interrupted: false, best_attempt: None, first_bug_attempt: None,
         })
     }
 
@@ -232,12 +240,21 @@ impl<'a> Search<'a> {
         let chosen = plan.iter().flat_map(|p| &p.faults).map(|p| self.explain(p)).collect();
         let schedule = plan.map(|p| p.schedule());
         let level = schedule.as_ref().map(level_of).unwrap_or(self.level);
-        let attempts = self.log.into_attempts();
+        let keep_bytes = self.log.keep_bytes();
+        let (attempts, pruned) = self.log.finish();
+        if !pruned.attempts.is_empty() {
+            eprintln!(
+                "run directories of {} attempts removed ({:.1} MB) to bound the disk; kept: the best, the first bug, the last {}, within --keep-bytes {keep_bytes}",
+                pruned.attempts.len(),
+                pruned.bytes as f64 / 1e6,
+                retention::KEEP_LAST,
+            );
+        }
         let schedules_tried = attempts.iter().filter(|a| !a.what.starts_with("minimize") && a.level > 0).count() as u32;
         Ok(SearchResult {
             outcome, schedule, confirmation, level, attempts, runs: self.runs, schedules_tried,
             runs_to_first: self.runs_to_first, runs_to_confirmed, minimized, chosen, seconds: self.started.elapsed().as_secs_f64(),
-            replay, interrupted: self.interrupted,
+            replay, interrupted: self.interrupted, pruned,
         })
     }
 
@@ -508,14 +525,16 @@ impl<'a> Search<'a> {
         }
         self.progress_line(&what, &fb, &fired, note.as_deref());
         let number = self.log.next_number();
-        let mut attempt = Attempt { number, level: self.level, what, schedule: schedule.to_toml(), bug: fb.bug, fired, confirmation: None, dir: dir.clone(), note };
+        let mut attempt = Attempt { number, level: self.level, what, schedule: schedule.to_toml(), bug: fb.bug, fired, confirmation: None, dir: dir.clone(), note, runs_pruned: false };
         if fb.bug && !plan.faults.is_empty() {
             let conf = self.confirm(&schedule, &dir)?;
             attempt.confirmation = Some(conf);
-            self.log.push(attempt)?;
+            self.first_bug_attempt.get_or_insert(number);
             if self.best.as_ref().is_none_or(|(_, b, _)| conf.rate() > b.rate()) {
                 self.best = Some((plan.clone(), conf, self.level));
+                self.best_attempt = Some(number);
             }
+            self.push_attempt(attempt)?;
             if self.interrupted {
                 return Ok(Break(Outcome::Missed("interrupted".into())));
             }
@@ -525,8 +544,14 @@ impl<'a> Search<'a> {
             }
             return Ok(Continue(fb));
         }
-        self.log.push(attempt)?;
+        self.push_attempt(attempt)?;
         Ok(Continue(fb))
+    }
+
+    /// Records an attempt; the runs of the best and of the first bug stay (see retention).
+    fn push_attempt(&mut self, attempt: Attempt) -> Result<()> {
+        let protected = self.best_attempt.iter().chain(&self.first_bug_attempt).copied().collect();
+        self.log.push(attempt, &protected, self.best_attempt)
     }
 
     fn best_words(&self) -> String {
@@ -654,8 +679,12 @@ impl<'a> Search<'a> {
         let conf = self.confirm(&schedule, &dir)?;
         eprintln!("[minimize | run {}/{}] {what}: {}", self.runs, self.cfg.max_runs, if conf.met { "not needed" } else { "needed" });
         let number = self.log.next_number();
-        let attempt = Attempt { number, level: 0, what, schedule: schedule.to_toml(), bug: conf.bugs > 0, fired: String::new(), confirmation: Some(conf), dir, note: None };
-        self.log.push(attempt)?;
+        if conf.met {
+            // the minimized schedule is the one that will be reported: keep its runs
+            self.best_attempt = Some(number);
+        }
+        let attempt = Attempt { number, level: 0, what, schedule: schedule.to_toml(), bug: conf.bugs > 0, fired: String::new(), confirmation: Some(conf), dir, note: None, runs_pruned: false };
+        self.push_attempt(attempt)?;
         Ok(conf.met.then_some(conf))
     }
 }

@@ -16,6 +16,8 @@ const SCENARIO: &str = "name = \"kv\"\n\
 
 /// Whether a run of a plan (with the faults that fired, the run's number) shows the bug.
 type BugOracle = dyn Fn(&FaultPlan, &[bool], u32) -> bool;
+/// What breaks a run instead of letting it finish (see `Fake::breaks`).
+type Breaks = dyn Fn(&FaultPlan, u32) -> Option<std::result::Result<String, String>>;
 
 /// How a run breaks instead of finishing: Err(text) fails it, Ok(text) is a node that did
 /// not start.
@@ -108,7 +110,7 @@ fn diagnosis(candidates: Vec<Candidate>) -> Diagnosis {
 fn search(fake: &mut Fake, d: &Diagnosis, max_runs: u32) -> (Result<SearchResult>, tempfile::TempDir) {
     let scenario = Scenario::parse(SCENARIO, "t").unwrap();
     let out = tempfile::tempdir().unwrap();
-    let cfg = SearchConfig { target_rate: 0.8, max_runs, out: out.path().to_path_buf() };
+    let cfg = SearchConfig { target_rate: 0.8, max_runs, out: out.path().to_path_buf(), keep_bytes: u64::MAX };
     let result = Search::new(&scenario, d, cfg, fake).and_then(Search::run);
     (result, out)
 }

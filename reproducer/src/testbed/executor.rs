@@ -4,6 +4,7 @@
 //! here as soon as they become current (and their node is up); faults with one are injected
 //! by the probes.
 use std::collections::BTreeSet;
+use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::Child;
@@ -17,6 +18,7 @@ use serde::Serialize;
 use super::injector::{boottime_ns, probe_names, InjEvent, Injector, NodeInfo};
 use super::netbed::Netbed;
 use super::nodes::{self, Launch};
+use super::runas::RunAs;
 use super::supervisor::{self, Shared, SyscallFired};
 use crate::model::plan::{FaultPlan, Planned};
 use crate::model::resolve_binary;
@@ -109,6 +111,8 @@ struct Run<'a> {
     started_boot_ns: u64,
     report: RunReport,
     resumes: Vec<(Instant, u32)>,
+    /// per node: the account it runs as
+    users: Vec<Option<RunAs>>,
 }
 
 fn function_spec(func: &str, node: &NodeInfo) -> String {
@@ -151,7 +155,8 @@ fn trace_config(plan: &FaultPlan, infos: &[NodeInfo], opts: &RunOptions) -> trac
 
 /// Refuses a scenario whose programs are not there, before anything starts.
 fn check_programs(scenario: &Scenario) -> Result<()> {
-    let commands = scenario.nodes.iter().map(|n| (format!("node {}", n.name), &n.command)).chain([
+    let setup = scenario.setup.iter().enumerate().map(|(i, s)| (format!("setup {}", i + 1), &s.command));
+    let commands = scenario.nodes.iter().map(|n| (format!("node {}", n.name), &n.command)).chain(setup).chain([
         ("[workload]".to_string(), &scenario.workload.command),
         ("[oracle]".to_string(), &scenario.oracle.command),
     ]);
@@ -177,8 +182,14 @@ pub fn run(scenario: &Scenario, plan: &FaultPlan, opts: &RunOptions) -> Result<R
     let workdir = tempfile::Builder::new().prefix("reproducer-run-").tempdir_in(&base)?.keep();
     let result = run_in(scenario, plan, &workdir, opts);
     let swept = nodes::sweep(Duration::from_secs(10));
-    let mut report = result?;
-    swept?;
+    let mut report = match result.and_then(|r| swept.map(|()| r)) {
+        Ok(r) => r,
+        Err(e) => {
+            // a run that failed leaves nothing behind, its directory included
+            let _ = std::fs::remove_dir_all(&workdir);
+            return Err(e);
+        }
+    };
     if !opts.keep {
         let _ = std::fs::remove_dir_all(&workdir);
         report.trace = None;
@@ -205,9 +216,18 @@ fn run_in(scenario: &Scenario, plan: &FaultPlan, workdir: &Path, opts: &RunOptio
     let run_id = (std::process::id() % 10000) * 10 + RUN_SEQ.fetch_add(1, Ordering::Relaxed) % 10;
     let netbed = Netbed::create(scenario, run_id)?;
     let mut vars = Placeholders { workdir: workdir.display().to_string(), ..Default::default() };
+    let users = scenario.nodes.iter().map(|n| n.user.as_deref().map(RunAs::lookup).transpose()).collect::<Result<Vec<_>>>()?;
+    if scenario.has_users() {
+        // the accounts must reach the run directory and read what setup writes there
+        std::fs::set_permissions(workdir, std::fs::Permissions::from_mode(0o755))?;
+    }
     let mut infos = Vec::new();
-    for n in &scenario.nodes {
+    for (n, user) in scenario.nodes.iter().zip(&users) {
         std::fs::create_dir_all(workdir.join(&n.name))?;
+        if let Some(u) = user {
+            u.check_reachable(&workdir.join(&n.name))?;
+            u.own(&workdir.join(&n.name))?;
+        }
         if let Some(a) = &n.address {
             vars.addresses.insert(n.name.clone(), a.clone());
         }
@@ -215,6 +235,7 @@ fn run_in(scenario: &Scenario, plan: &FaultPlan, workdir: &Path, opts: &RunOptio
         let net = netbed.of(&n.name);
         infos.push(NodeInfo { binary, address: n.address.clone(), host_veth: net.map(|x| x.host_veth.clone()) });
     }
+    super::setup::run_setup(scenario, workdir, &vars)?;
     let session = tracerd::session::TraceSession::start(trace_config(plan, &infos, opts)).context("starting the run's tracing")?;
     let injector = Injector::start(plan, &infos)?;
     let (fired_tx, fired_rx) = crossbeam_channel::unbounded();
@@ -246,7 +267,7 @@ fn run_in(scenario: &Scenario, plan: &FaultPlan, workdir: &Path, opts: &RunOptio
     let report = RunReport { bug: false, timed_out: false, fired: Vec::new(), faults: plan.len(), context: Vec::new(), workdir: workdir.to_path_buf(), trace: None, kept: false, launched: Vec::new(), matched: Vec::new(), duration_ms: 0, not_started: None };
     let mut run = Run {
         scenario, plan, workdir: workdir.to_path_buf(), vars, netbed, injector, session, shared, fired_rx,
-        supervisors: Vec::new(), procs: Vec::new(), notify_syscalls, started: Instant::now(), started_boot_ns: boottime_ns(), report, resumes: Vec::new(),
+        supervisors: Vec::new(), procs: Vec::new(), notify_syscalls, started: Instant::now(), started_boot_ns: boottime_ns(), report, resumes: Vec::new(), users,
     };
     let outcome = match run.drive() {
         Err(e) if !plan.faults.is_empty() && e.downcast_ref::<NotStarted>().is_some() => run.end_not_started(&e),
@@ -281,6 +302,7 @@ impl Run<'_> {
             cwd: &self.workdir,
             seccomp: filter.as_deref().map(|f| (f, std::os::fd::AsRawFd::as_raw_fd(&child_end))),
             register: &[(self.injector.node_map_fd(), (i as u32).to_ne_bytes()), (self.session.targets_map_fd(), 1u32.to_ne_bytes())],
+            user: self.users[i].as_ref(),
         };
         if filter.is_some() {
             self.supervisors.push(supervisor::spawn(self.shared.clone(), i, parent_end)?);
@@ -371,7 +393,7 @@ impl Run<'_> {
         }
         while let Ok(s) = self.fired_rx.try_recv() {
             let detail = s.path.clone().unwrap_or_default();
-            self.record(s.fault, s.tid, s.tid, s.ts_ns, detail);
+            self.record(s.fault, s.pid, s.tid, s.ts_ns, detail);
         }
     }
 
@@ -435,7 +457,7 @@ impl Run<'_> {
             self.launch(i)?;
         }
         let argv = self.vars.expand_all(&self.scenario.workload.command)?;
-        let mut workload = nodes::spawn(&Launch { argv: &argv, log: &self.log_of("workload"), netns: None, cwd: &self.workdir, seccomp: None, register: &[] })?;
+        let mut workload = nodes::spawn(&Launch { argv: &argv, log: &self.log_of("workload"), netns: None, cwd: &self.workdir, seccomp: None, register: &[], user: None })?;
         self.started = Instant::now();
         loop {
             if super::interrupt::requested() {

@@ -202,12 +202,21 @@ impl Injector {
     fn attach_probes(&mut self) -> Result<()> {
         for (id, site) in self.probes.clone().iter().enumerate() {
             let opts = UprobeOpts { cookie: id as u64, func_name: Some(site.symbol.clone()), ..Default::default() };
-            let link = self
-                .skel
-                .progs
-                .context_probe
-                .attach_uprobe_with_opts(-1, &site.binary, site.offset as usize, opts)
-                .with_context(|| format!("context probe {}:{}+{}: cannot attach (is the symbol in the binary?)", site.binary.display(), site.symbol, site.offset))?;
+            let link = match self.skel.progs.context_probe.attach_uprobe_with_opts(-1, &site.binary, site.offset as usize, opts) {
+                Ok(link) => link,
+                // libbpf looks names up in .symtab and .dynsym only; a Go function is in .gopclntab,
+                // which our own resolution reads
+                Err(e) => match tracedump::elf::function_offsets(&site.binary).ok().and_then(|o| o.get(&site.symbol).copied()) {
+                    Some(entry) => {
+                        let opts = UprobeOpts { cookie: id as u64, ..Default::default() };
+                        self.skel.progs.context_probe.attach_uprobe_with_opts(-1, &site.binary, (entry + site.offset) as usize, opts)
+                    }
+                    None => Err(e),
+                }
+                .with_context(|| {
+                    format!("context probe {}:{}+{}: cannot attach (is the symbol in the binary?)", site.binary.display(), site.symbol, site.offset)
+                })?,
+            };
             self._uprobes.push(link);
         }
         Ok(())

@@ -21,6 +21,8 @@ pub struct Launch<'a> {
     /// BPF maps (fd, value) in which the child enters its own pid before exec, so that it is
     /// known to the injector and the tracer from its first instruction on
     pub register: &'a [(std::os::fd::RawFd, [u8; 4])],
+    /// the account to run as (after the steps above, which need root)
+    pub user: Option<&'a super::runas::RunAs>,
 }
 
 /// bpf(BPF_MAP_UPDATE_ELEM) with the raw syscall: usable between fork and exec.
@@ -57,6 +59,10 @@ pub fn spawn(launch: &Launch<'_>) -> Result<Child> {
     };
     let seccomp = launch.seccomp.map(|(f, fd)| (f.to_vec(), fd));
     let register = launch.register.to_vec();
+    let user = launch.user.cloned();
+    if let Some(u) = &user {
+        u.set_env(&mut cmd);
+    }
     // SAFETY: the closure only makes raw syscalls (setns, prctl, seccomp, sendmsg) on data
     // prepared before fork; it does not allocate or take locks.
     unsafe {
@@ -73,6 +79,9 @@ pub fn spawn(launch: &Launch<'_>) -> Result<Child> {
             if let Some((filter, channel)) = &seccomp {
                 super::seccomp::install_in_child(filter, *channel)?;
             }
+            if let Some(u) = &user {
+                u.switch()?;
+            }
             Ok(())
         });
     }
@@ -81,7 +90,19 @@ pub fn spawn(launch: &Launch<'_>) -> Result<Child> {
 
 /// Runs `argv` to completion or until `deadline`; None if it was killed at the deadline.
 pub fn run_until(argv: &[String], netns: Option<&str>, cwd: &Path, log: &Path, deadline: Instant) -> Result<Option<ExitStatus>> {
-    let mut child = spawn(&Launch { argv, log, netns, cwd, seccomp: None, register: &[] })?;
+    run_until_as(argv, netns, cwd, log, deadline, None)
+}
+
+/// [`run_until`] as `user` (as ourselves when None).
+pub fn run_until_as(
+    argv: &[String],
+    netns: Option<&str>,
+    cwd: &Path,
+    log: &Path,
+    deadline: Instant,
+    user: Option<&super::runas::RunAs>,
+) -> Result<Option<ExitStatus>> {
+    let mut child = spawn(&Launch { argv, log, netns, cwd, seccomp: None, register: &[], user })?;
     loop {
         if let Some(status) = child.try_wait()? {
             return Ok(Some(status));

@@ -21,8 +21,19 @@ use crate::model::plan::{FaultPlan, Planned};
 pub struct SyscallFired {
     pub fault: usize,
     pub ts_ns: u64,
+    /// the process (thread group) of the thread that made the call
+    pub pid: u32,
     pub tid: u32,
     pub path: Option<String>,
+}
+
+/// The process a thread belongs to (its Tgid); the thread itself when /proc cannot tell.
+/// A notification names the calling thread only.
+fn tgid_of(tid: u32) -> u32 {
+    std::fs::read_to_string(format!("/proc/{tid}/status"))
+        .ok()
+        .and_then(|s| s.lines().find_map(|l| l.strip_prefix("Tgid:").and_then(|v| v.trim().parse().ok())))
+        .unwrap_or(tid)
 }
 
 /// What all supervisor threads of a run share.
@@ -96,9 +107,11 @@ fn serve(shared: &Shared, node: usize, listener: &Listener) {
         match decide(shared, node, &n) {
             Some((index, errno, path)) if listener.is_valid(n.id) => {
                 let ts_ns = boottime_ns();
+                // read while the caller still waits for the answer
+                let pid = tgid_of(n.tid);
                 if listener.fail(n.id, errno).is_ok() {
                     let _ = advance_past(&shared.state, index);
-                    let _ = shared.fired.send(SyscallFired { fault: index, ts_ns, tid: n.tid, path });
+                    let _ = shared.fired.send(SyscallFired { fault: index, ts_ns, pid, tid: n.tid, path });
                 }
             }
             _ => {

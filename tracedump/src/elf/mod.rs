@@ -3,13 +3,15 @@
 //! functions and finds the bytes of one function to disassemble.
 //!
 //! Where function names come from: `symtab` reads .symtab and .dynsym. A Go binary also
-//! names every function in .gopclntab, which survives stripping; its reader belongs beside
-//! symtab.rs (`gopclntab.rs`), and its functions join the list in [`functions`].
+//! names every function in .gopclntab, which survives stripping (a stripped Go binary's
+//! only list of its functions); `gopclntab` reads it, and its functions join the list in
+//! [`functions`], ranked below the ELF tables.
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail, Context, Result};
 
+pub mod gopclntab;
 mod symtab;
 
 /// A defined function of a binary.
@@ -64,17 +66,26 @@ impl Binary {
     }
 }
 
-/// Every definition of a function in `file`, from every source of names.
-pub fn functions(file: &object::File<'_>) -> Vec<Definition> {
-    symtab::definitions(file)
+/// Every definition of a function in `file`, from every source of names (.symtab,
+/// .dynsym, Go's table); an error when a Go table is there but cannot be read.
+pub fn functions(file: &object::File<'_>) -> Result<Vec<Definition>> {
+    let mut all = symtab::definitions(file);
+    all.extend(gopclntab::definitions(file)?);
+    Ok(all)
 }
 
-/// Defined functions (STT_FUNC, size > 0) of the ELF file at `binary`, from .symtab and
-/// .dynsym, one per address, sorted by name. Among aliases the .symtab one wins, then the
+impl Binary {
+    /// [`functions`] of this binary; errors name the file.
+    pub fn functions(&self) -> Result<Vec<Definition>> {
+        functions(&self.elf()?).with_context(|| format!("binary {}", self.path.display()))
+    }
+}
+
+/// Defined functions (STT_FUNC, size > 0) of the ELF file at `binary`, from .symtab,
+/// .dynsym and Go's table, one per address, sorted by name. Among aliases the .symtab one wins, then the
 /// one with the fewest leading underscores, then the shortest ("write" over "__libc_write").
 pub fn function_symbols(binary: &Path) -> Result<Vec<FunctionSymbol>> {
-    let b = Binary::read(binary)?;
-    Ok(one_per_address(functions(&b.elf()?)))
+    Ok(one_per_address(Binary::read(binary)?.functions()?))
 }
 
 /// `all` with one symbol per address, sorted by name (see [`function_symbols`]).
@@ -122,8 +133,7 @@ pub fn function_bytes<'d>(file: &object::File<'d>, function: &FunctionSymbol) ->
 /// at two offsets is left out unless exactly one definition is strong, which then wins
 /// (the rule libbpf applies); the caller attaches names left out one by one.
 pub fn function_offsets(binary: &Path) -> Result<HashMap<String, u64>> {
-    let b = Binary::read(binary)?;
-    Ok(unique_offsets(functions(&b.elf()?)))
+    Ok(unique_offsets(Binary::read(binary)?.functions()?))
 }
 
 fn unique_offsets(all: Vec<Definition>) -> HashMap<String, u64> {
