@@ -16,9 +16,6 @@ const SCENARIO: &str = "name = \"kv\"\n\
 
 /// Whether a run of a plan (with the faults that fired, the run's number) shows the bug.
 type BugOracle = dyn Fn(&FaultPlan, &[bool], u32) -> bool;
-/// What breaks a run instead of letting it finish (see `Fake::breaks`).
-type Breaks = dyn Fn(&FaultPlan, u32) -> Option<std::result::Result<String, String>>;
-
 /// How a run breaks instead of finishing: Err(text) fails it, Ok(text) is a node that did
 /// not start.
 type Breaks = dyn Fn(&FaultPlan, u32) -> Option<std::result::Result<String, String>>;
@@ -335,7 +332,7 @@ fn best_right_after_a_bug_run_is_not_zero() {
     let scenario = Scenario::parse(SCENARIO, "t").unwrap();
     let out = tempfile::tempdir().unwrap();
     let mut fake = Fake::new(|_, _, _| false);
-    let cfg = SearchConfig { target_rate: 0.8, max_runs: 10, out: out.path().to_path_buf() };
+    let cfg = SearchConfig { target_rate: 0.8, max_runs: 10, out: out.path().to_path_buf(), keep_bytes: u64::MAX };
     let mut s = Search::new(&scenario, &d, cfg, &mut fake).unwrap();
     assert_eq!(s.best_short(), "-");
     s.runs_to_first = Some(2);
