@@ -10,6 +10,7 @@ pub mod dump;
 mod elfsyms;
 pub mod engine;
 pub mod inspect;
+mod mapdump;
 pub mod procs;
 pub mod record;
 pub mod recorder;
