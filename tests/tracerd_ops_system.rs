@@ -127,3 +127,210 @@ fn dump_holds_every_stopped_process_far_beyond_one_batch() {
     let missing: Vec<&u32> = children.iter().filter(|p| !paused.contains(p)).collect();
     assert!(missing.is_empty(), "{} of {N} stopped processes missing from the dump", missing.len());
 }
+
+/// Runs `prog args` to its end; returns its pid.
+fn run_to_end(prog: &Path, args: &[&str]) -> u32 {
+    let mut child = Command::new(prog).args(args).stderr(Stdio::null()).spawn().expect("spawn");
+    let pid = child.id();
+    let _ = child.wait();
+    pid
+}
+
+/// Dumps in the daemon's dump directory, in the order they were written.
+fn dumps_in(d: &Daemon) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(d.dump_dir())
+        .map(|r| r.filter_map(|e| Some(e.ok()?.path())).filter(|p| p.extension().is_some_and(|x| x == "tdump")).collect())
+        .unwrap_or_default();
+    let seq = |p: &PathBuf| -> u64 { p.file_stem().unwrap().to_string_lossy().rsplit('-').next().unwrap().parse().unwrap() };
+    files.sort_by_key(seq);
+    files
+}
+
+/// Waits until the daemon has written `n` dumps; returns them.
+fn wait_for_dumps(d: &Daemon, n: usize, timeout: Duration) -> Vec<PathBuf> {
+    let start = std::time::Instant::now();
+    loop {
+        let files = dumps_in(d);
+        if files.len() >= n {
+            return files;
+        }
+        assert!(start.elapsed() < timeout, "{} of {n} dumps after {timeout:?}:\n{}", files.len(), d.log_text());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The trigger recorded in a dump's header.
+fn trigger_of(dump: &Path) -> serde_json::Value {
+    let meta = inspect_meta(dump);
+    assert!(meta["trigger"].is_object(), "{} has no trigger: {}", dump.display(), meta["trigger"]);
+    meta["trigger"].clone()
+}
+
+#[test]
+fn trigger_fatal_signal_is_on_by_default_and_ignores_kills_from_outside() {
+    require_root();
+    let prog = program_as("crasher", "cr_segv");
+    let d = Daemon::start(&["--target-comm", "cr_segv", "--trigger-settle-ms", "300"]);
+    // a SIGSEGV sent by another process is not a crash of the target's own
+    let mut victim = Command::new(&prog).args(["sleep", "5000"]).spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    unsafe { libc::kill(victim.id() as i32, libc::SIGSEGV) };
+    let _ = victim.wait();
+    std::thread::sleep(Duration::from_millis(800));
+    assert!(dumps_in(&d).is_empty(), "a kill from outside does not trigger");
+    let pid = run_to_end(&prog, &["segv"]);
+    let dump = wait_for_dumps(&d, 1, Duration::from_secs(10)).remove(0);
+    let t = trigger_of(&dump);
+    assert_eq!(t["rule"], "fatal_signal");
+    assert_eq!(t["pid"], pid);
+    assert_eq!(t["event"], "killed by SIGSEGV");
+    let events = inspect_json(&dump);
+    assert!(events.iter().any(|e| e["pid"] == pid && e["signal"] == "SIGSEGV"), "the crash is in the dump");
+    let abort_pid = run_to_end(&prog, &["abort"]);
+    std::thread::sleep(Duration::from_millis(800));
+    assert_eq!(dumps_in(&d).len(), 1, "the next crash within a minute is suppressed (pid {abort_pid})");
+}
+
+#[test]
+fn trigger_nonzero_exit() {
+    require_root();
+    let prog = program_as("crasher", "cr_exit");
+    let d = Daemon::start(&["--target-comm", "cr_exit", "--trigger-nonzero-exit", "--trigger-settle-ms", "200"]);
+    run_to_end(&prog, &["exit", "0"]);
+    std::thread::sleep(Duration::from_millis(600));
+    assert!(dumps_in(&d).is_empty(), "exit 0 does not trigger");
+    let pid = run_to_end(&prog, &["exit", "3"]);
+    let t = trigger_of(&wait_for_dumps(&d, 1, Duration::from_secs(10))[0]);
+    assert_eq!((t["rule"].as_str(), t["pid"].as_u64(), t["event"].as_str()), (Some("nonzero_exit"), Some(pid as u64), Some("exited with code 3")));
+}
+
+#[test]
+fn trigger_pause_longer_than_threshold() {
+    require_root();
+    let prog = program_as("crasher", "cr_pause");
+    let d = Daemon::start(&["--target-comm", "cr_pause", "--pause-ms", "100", "--trigger-pause-ms", "400", "--trigger-settle-ms", "200"]);
+    let mut sleeper = Command::new(&prog).args(["sleep", "4000"]).spawn().unwrap();
+    let pid = sleeper.id() as i32;
+    std::thread::sleep(Duration::from_millis(100));
+    for (stop_ms, expect_dumps) in [(200, 0), (700, 1)] {
+        unsafe { libc::kill(pid, libc::SIGSTOP) };
+        std::thread::sleep(Duration::from_millis(stop_ms));
+        unsafe { libc::kill(pid, libc::SIGCONT) };
+        std::thread::sleep(Duration::from_millis(600));
+        assert_eq!(dumps_in(&d).len(), expect_dumps, "after a pause of {stop_ms} ms");
+    }
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    let _ = sleeper.wait();
+    let t = trigger_of(&dumps_in(&d)[0]);
+    assert_eq!(t["rule"], "pause");
+    assert_eq!(t["pid"], pid);
+    assert!(t["event"].as_str().unwrap().starts_with("paused "), "{t}");
+}
+
+#[test]
+fn trigger_failed_syscall_matching_syscall_errno_and_path() {
+    require_root();
+    let prog = program_as("crasher", "cr_sys");
+    let dir = tempfile::tempdir().unwrap();
+    let glob = format!("openat:ENOENT:{}/data/*.db", dir.path().display());
+    let d = Daemon::start(&["--target-comm", "cr_sys", "--trigger-syscall", &glob, "--trigger-settle-ms", "200"]);
+    run_to_end(&prog, &["fail", &format!("{}/data/x.log", dir.path().display())]);
+    run_to_end(&prog, &["fail", &format!("{}/other/x.db", dir.path().display())]);
+    std::thread::sleep(Duration::from_millis(600));
+    assert!(dumps_in(&d).is_empty(), "paths outside the glob do not trigger");
+    let path = format!("{}/data/x.db", dir.path().display());
+    let pid = run_to_end(&prog, &["fail", &path]);
+    let t = trigger_of(&wait_for_dumps(&d, 1, Duration::from_secs(10))[0]);
+    assert_eq!(t["rule"], format!("syscall(openat ENOENT {}/data/*.db)", dir.path().display()));
+    assert_eq!(t["pid"], pid);
+    assert_eq!(t["event"], format!("openat({path}) = ENOENT"));
+}
+
+/// A memory cgroup (v1 or v2) limited to `limit` bytes without swap; removed on drop.
+struct MemCgroup(PathBuf);
+
+impl MemCgroup {
+    fn new(name: &str, limit: u64) -> MemCgroup {
+        let v2 = Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
+        let dir = if v2 { Path::new("/sys/fs/cgroup").join(name) } else { Path::new("/sys/fs/cgroup/memory").join(name) };
+        std::fs::create_dir_all(&dir).expect("creating a memory cgroup");
+        let g = MemCgroup(dir);
+        let files: &[(&str, String)] = if v2 {
+            &[("memory.max", limit.to_string()), ("memory.swap.max", "0".into())]
+        } else {
+            &[("memory.limit_in_bytes", limit.to_string()), ("memory.memsw.limit_in_bytes", limit.to_string())]
+        };
+        for (file, value) in files {
+            let path = g.0.join(file);
+            if path.exists() {
+                std::fs::write(&path, value).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            }
+        }
+        g
+    }
+
+    fn procs(&self) -> PathBuf {
+        self.0.join("cgroup.procs")
+    }
+}
+
+impl Drop for MemCgroup {
+    fn drop(&mut self) {
+        for _ in 0..50 {
+            if std::fs::remove_dir(&self.0).is_ok() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+#[test]
+fn trigger_oom_kill() {
+    require_root();
+    let prog = program_as("crasher", "cr_oom");
+    let cg = MemCgroup::new(&format!("tracerd-oom-{}", std::process::id()), 64 << 20);
+    let d = Daemon::start(&["--target-comm", "cr_oom", "--trigger-oom-kill", "--no-trigger-fatal-signal", "--trigger-settle-ms", "200"]);
+    // a plain SIGKILL from a process is not an OOM kill
+    let mut victim = Command::new(&prog).args(["sleep", "5000"]).spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    unsafe { libc::kill(victim.id() as i32, libc::SIGKILL) };
+    let _ = victim.wait();
+    std::thread::sleep(Duration::from_millis(600));
+    assert!(dumps_in(&d).is_empty(), "a SIGKILL from a process does not trigger");
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg(format!("echo $$ > {} && exec \"$0\" oom", cg.procs().display()))
+        .arg(&prog)
+        .spawn()
+        .unwrap();
+    let status = child.wait().unwrap();
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(status.signal(), Some(libc::SIGKILL), "the OOM killer ended it");
+    let t = trigger_of(&wait_for_dumps(&d, 1, Duration::from_secs(10))[0]);
+    assert_eq!(t["rule"], "oom_kill");
+    assert_eq!(t["pid"], child.id());
+    assert_eq!(t["event"], "killed by SIGKILL");
+}
+
+#[test]
+fn crash_storm_writes_one_dump_per_interval_and_counts_the_rest() {
+    require_root();
+    let prog = program_as("crasher", "cr_storm");
+    let d = Daemon::start(&["--target-comm", "cr_storm", "--trigger-min-interval-ms", "2000", "--trigger-settle-ms", "100"]);
+    const CRASHES: usize = 25;
+    for _ in 0..CRASHES {
+        run_to_end(&prog, &["segv"]);
+        std::thread::sleep(Duration::from_millis(150));
+    }
+    // crashes spaced ~150 ms over ~3.7 s: one at the start and one ~2 s later fire
+    let storm = wait_for_dumps(&d, 2, Duration::from_secs(10));
+    std::thread::sleep(Duration::from_millis(2200));
+    run_to_end(&prog, &["segv"]);
+    let all = wait_for_dumps(&d, 3, Duration::from_secs(10));
+    assert_eq!(storm.len(), 2, "two dumps during the storm: {storm:?}");
+    assert_eq!(all.len(), 3);
+    let counted: u64 = all.iter().map(|p| 1 + trigger_of(p)["suppressed_before"].as_u64().unwrap()).sum();
+    assert_eq!(counted, CRASHES as u64 + 1, "every crash either fired or was counted as suppressed");
+    assert_eq!(trigger_of(&all[0])["suppressed_before"], 0);
+}

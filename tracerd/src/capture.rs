@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Result;
 
 use crate::config::Config;
-use crate::dump::{write_dump, ClockPair, Counters, DumpContents, DumpMeta, Interface, FORMAT_VERSION};
+use crate::dump::{write_dump, ClockPair, Counters, DumpContents, DumpMeta, Interface, TriggerInfo, FORMAT_VERSION};
 use crate::engine::Engine;
 use crate::record::{Payload, Record};
 use crate::recorder::{comm_bytes, Recorder};
@@ -93,6 +93,11 @@ pub fn dump_file_name(host: &str, realtime_ns: u64, seq: u64) -> String {
 
 /// Writes the current window of `engine`/`rec` into `dir`; returns the file's path.
 pub fn take_dump(engine: &Engine, rec: &mut Recorder, config: &Config, dir: &Path, seq: u64) -> Result<PathBuf> {
+    take_dump_with(engine, rec, config, dir, seq, None)
+}
+
+/// `take_dump`, recording why the dump wrote itself.
+pub fn take_dump_with(engine: &Engine, rec: &mut Recorder, config: &Config, dir: &Path, seq: u64, trigger: Option<TriggerInfo>) -> Result<PathBuf> {
     let clock = ClockPair::now();
     let ongoing = ongoing_records(engine, rec, config, clock.boottime_ns)?;
     let open_files: Vec<_> = engine.open_files()?.into_values().collect();
@@ -138,6 +143,7 @@ pub fn take_dump(engine: &Engine, rec: &mut Recorder, config: &Config, dir: &Pat
         function_calls: engine.function_calls()?,
         unattached_functions: engine.unattached_functions().to_vec(),
         syscall_counts: engine.syscall_counts()?,
+        trigger,
     };
     let name = dump_file_name(&host, clock.realtime_ns, seq);
     write_dump(dir, &name, &DumpContents { meta, records, blobs })

@@ -53,6 +53,8 @@ pub struct Config {
     /// Record a function event per uprobe hit. Off: calls are only counted (the dump's
     /// `function_calls`), so a frequently called function cannot flood the window.
     pub function_events: bool,
+    /// Dumps that write themselves (`[triggers]`).
+    pub triggers: crate::triggers::TriggerConfig,
     /// Count uprobes that cannot be attached (the dump's `unattached_functions`) instead of
     /// failing. Not a file setting: for programs that embed the engine (profiles).
     #[serde(skip)]
@@ -85,6 +87,7 @@ impl Default for Config {
             count_syscalls: false,
             syscall_count_entries: 16384,
             function_events: true,
+            triggers: Default::default(),
             tolerate_unattachable_functions: false,
             targets_added_later: false,
         }
@@ -184,6 +187,7 @@ impl Config {
         for spec in &self.uprobe {
             FunctionSpec::parse(spec, &format!("config {origin}: uprobe"))?;
         }
+        crate::triggers::validate(&self.triggers, origin)?;
         Ok(())
     }
 

@@ -110,6 +110,26 @@ pub struct DumpMeta {
     /// calls per (process, syscall) since tracing started; empty unless `count_syscalls`
     #[serde(default)]
     pub syscall_counts: Vec<SyscallCount>,
+    /// why the dump wrote itself; absent when it was asked for
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trigger: Option<TriggerInfo>,
+}
+
+/// Why a dump wrote itself (`[triggers]`): absent in dumps that were asked for.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct TriggerInfo {
+    /// the rule that fired: fatal_signal, nonzero_exit, oom_kill, pause, syscall(...)
+    pub rule: String,
+    /// the event that fired it (CLOCK_BOOTTIME, process, thread, and what happened)
+    pub ts_ns: u64,
+    pub pid: u32,
+    pub tid: u32,
+    pub comm: String,
+    pub event: String,
+    /// triggers of this rule suppressed by its rate limit since it last fired
+    pub suppressed_before: u64,
+    /// other rules that fired while this dump was settling
+    pub joined: Vec<String>,
 }
 
 /// A dump as read back.

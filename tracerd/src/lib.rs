@@ -17,3 +17,4 @@ pub mod recorder;
 pub mod session;
 mod syscall_tables;
 pub mod syscalls;
+pub mod triggers;

@@ -9,6 +9,7 @@ use crate::config::Config;
 use crate::engine::c_bytes;
 use crate::procs::{ProcInfo, ProcTable};
 use crate::record::{BlobArena, BlobRef, EventRing, Payload, Record};
+use crate::triggers::Triggers;
 
 /// Copies a plain-old-data struct out of a byte buffer; None if the buffer is too short.
 pub fn read_struct<T: Copy>(data: &[u8]) -> Option<T> {
@@ -44,8 +45,12 @@ pub struct Recorder {
     pub ring: EventRing,
     pub blobs: BlobArena,
     pub procs: ProcTable,
+    /// rules that make the daemon dump by itself (None in embedded sessions)
+    pub triggers: Option<Triggers>,
     received: u64,
     malformed: u64,
+    /// records received per kind (`tracerd_event_kind`), for metrics
+    by_kind: [u64; 8],
 }
 
 impl Recorder {
@@ -54,8 +59,10 @@ impl Recorder {
             ring: EventRing::new(config.ring_events),
             blobs: BlobArena::new(config.blob_bytes),
             procs: ProcTable::new(config.processes),
+            triggers: None,
             received: 0,
             malformed: 0,
+            by_kind: [0; 8],
         }
     }
 
@@ -74,6 +81,11 @@ impl Recorder {
         }
     }
 
+    /// Records received per kind (index: `tracerd_event_kind`).
+    pub fn received_by_kind(&self) -> &[u64; 8] {
+        &self.by_kind
+    }
+
     /// Handles one ring-buffer record.
     pub fn ingest(&mut self, data: &[u8]) {
         self.received += 1;
@@ -85,8 +97,18 @@ impl Recorder {
     fn decode(&mut self, data: &[u8]) -> Option<()> {
         let h: tracerd_header = read_struct(data)?;
         let kind = tracerd_event_kind(h.kind);
+        if let Some(n) = self.by_kind.get_mut(h.kind as usize) {
+            *n += 1;
+        }
+        let mut path = None;
         let payload = match kind {
-            tracerd_event_kind::TRACERD_EV_SYSCALL_FAILURE => self.syscall_failure(read_struct(data)?),
+            tracerd_event_kind::TRACERD_EV_SYSCALL_FAILURE => {
+                let e: tracerd_syscall_failure = read_struct(data)?;
+                if e.path_len > 0 && self.triggers.is_some() {
+                    path = Some(e.path);
+                }
+                self.syscall_failure(e)
+            }
             tracerd_event_kind::TRACERD_EV_FUNCTION => {
                 let e: tracerd_function_hit = read_struct(data)?;
                 Payload::Function { function_id: e.function_id }
@@ -99,7 +121,11 @@ impl Recorder {
             }
             _ => return None,
         };
-        self.ring.push(Record { ts_ns: h.ts_ns, pid: h.pid, tid: h.tid, comm: comm_bytes(&h.comm), payload });
+        let record = Record { ts_ns: h.ts_ns, pid: h.pid, tid: h.tid, comm: comm_bytes(&h.comm), payload };
+        if let Some(t) = &mut self.triggers {
+            t.check(&record, path.as_ref().map(|p| c_bytes(p, 0)));
+        }
+        self.ring.push(record);
         Some(())
     }
 
