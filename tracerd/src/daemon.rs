@@ -16,6 +16,7 @@ use crate::capture::take_dump_with;
 use crate::dump::TriggerInfo;
 use crate::config::Config;
 use crate::engine::Engine;
+use crate::metrics::{Exporter, Snapshot};
 use crate::recorder::Recorder;
 
 type Reply = Sender<std::result::Result<PathBuf, String>>;
@@ -170,6 +171,21 @@ fn handle_commands(rx: &Receiver<Command>, state: &mut DumpState<'_>, engine: &E
     }
 }
 
+fn snapshot<'a>(engine: &Engine, rec: &'a Recorder, state: &DumpState<'_>) -> Result<Snapshot<'a>> {
+    Ok(Snapshot {
+        kernel: engine.kernel_counters()?,
+        recorder: rec.counters(),
+        received_by_kind: *rec.received_by_kind(),
+        window_events: rec.ring.len(),
+        window_capacity: rec.ring.capacity(),
+        dumps_written: state.written,
+        dumps_failed: state.failed,
+        triggers: rec.triggers.iter().flat_map(|t| t.counts()).map(|c| (c.rule, c.fired, c.suppressed)).collect(),
+        uprobe_attach_failed: engine.uprobe_attach_failed(),
+        uprobes: engine.functions().len(),
+    })
+}
+
 /// Runs the daemon until SIGTERM or SIGINT.
 pub fn run(config: Config) -> Result<()> {
     let (tx, rx) = crossbeam_channel::unbounded();
@@ -199,7 +215,14 @@ pub fn run(config: Config) -> Result<()> {
     );
     let _ = sd_notify::notify(&[sd_notify::NotifyState::Ready]);
     let mut state = DumpState { config: &config, seq: 0, written: 0, failed: 0 };
-    let why = engine.run(&mut rec, Duration::from_millis(100), |engine, rec| handle_commands(&rx, &mut state, engine, rec))?;
+    let mut exporter = config.metrics_textfile.as_deref().map(|p| Exporter::new(p, config.metrics_interval_ms));
+    let why = engine.run(&mut rec, Duration::from_millis(100), |engine, rec| {
+        let flow = handle_commands(&rx, &mut state, engine, rec);
+        if let Some(x) = &mut exporter {
+            x.tick(|| snapshot(engine, rec, &state));
+        }
+        flow
+    })?;
     let _ = sd_notify::notify(&[sd_notify::NotifyState::Stopping]);
     log::info!("stopping on {why}");
     signal_handle.close();

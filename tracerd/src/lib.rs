@@ -10,6 +10,7 @@ pub mod dump;
 mod elfsyms;
 pub mod engine;
 pub mod inspect;
+pub mod metrics;
 mod mapdump;
 pub mod procs;
 pub mod record;

@@ -53,6 +53,12 @@ struct RunArgs {
     /// Control socket for `tracerd dump`
     #[arg(long, value_name = "PATH")]
     control_socket: Option<PathBuf>,
+    /// Write metrics to this node_exporter textfile (.prom)
+    #[arg(long, value_name = "FILE")]
+    metrics_textfile: Option<PathBuf>,
+    /// Rewrite the metrics file this often
+    #[arg(long, value_name = "MS")]
+    metrics_interval_ms: Option<u64>,
     /// Do not dump when a target dies of its own SIGSEGV/SIGABRT/SIGBUS/SIGILL/SIGFPE
     #[arg(long)]
     no_trigger_fatal_signal: bool,
@@ -108,6 +114,8 @@ fn effective_config(a: RunArgs) -> Result<Config> {
     if let Some(v) = a.gap_ms { c.gap_ms = v; }
     if let Some(v) = a.pause_ms { c.pause_ms = v; }
     if let Some(v) = a.control_socket { c.control_socket = v; }
+    if let Some(v) = a.metrics_textfile { c.metrics_textfile = Some(v); }
+    if let Some(v) = a.metrics_interval_ms { c.metrics_interval_ms = v; }
     c.target_comm.extend(a.target_comm);
     c.target_exe.extend(a.target_exe);
     c.target_pid.extend(a.target_pid);
