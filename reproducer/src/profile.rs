@@ -287,7 +287,7 @@ fn run_data(scenario: &Scenario, report: &RunReport) -> Result<RunData> {
     let dump = tracerd::dump::Dump::read(trace)?;
     let launched: Vec<(usize, u32)> =
         report.launched.iter().filter_map(|(name, pid)| Some((scenario.node_index(name)?, *pid))).collect();
-    let map = NodeMap::build(scenario, &dump.meta.processes, &launched);
+    let map = NodeMap::build_for(scenario, &dump.meta, &launched);
     let mut data = RunData { seconds: report.duration_ms as f64 / 1000.0, ..Default::default() };
     let node_name = |pid: u32| map.node(pid).map(|i| scenario.nodes[i].name.clone());
     for e in dump.events().into_iter().filter(|e| e.kind == "syscall_failure") {

@@ -528,7 +528,7 @@ impl<'a> Search<'a> {
         if let Some(trace) = &r.trace {
             let dump = tracerd::dump::Dump::read(trace).with_context(|| format!("trace of run {}", r.workdir.display()))?;
             let launched: Vec<(usize, u32)> = r.launched.iter().filter_map(|(n, pid)| Some((self.scenario.node_index(n)?, *pid))).collect();
-            let map = NodeMap::build(self.scenario, &dump.meta.processes, &launched);
+            let map = NodeMap::build_for(self.scenario, &dump.meta, &launched);
             for e in dump.events() {
                 if let (Some(n), Some(f)) = (map.node(e.pid), e.function) {
                     functions[n].push(f);

@@ -10,6 +10,7 @@ use crate::dump::{write_dump, ClockPair, Counters, DumpContents, DumpMeta, Inter
 use crate::engine::Engine;
 use crate::record::{Payload, Record};
 use crate::recorder::{comm_bytes, Recorder};
+use crate::redact::{redact_records, Redactor};
 
 /// Gaps and pauses that have lasted past their threshold and are still going on.
 fn ongoing_records(engine: &Engine, rec: &mut Recorder, config: &Config, now_boot: u64) -> Result<Vec<Record>> {
@@ -109,8 +110,8 @@ pub fn take_dump_with(engine: &Engine, rec: &mut Recorder, config: &Config, dir:
         uprobe_attach_failed: engine.uprobe_attach_failed(),
         ..Counters::default()
     };
-    let blobs = rec.blobs.live_bytes();
-    let records: Vec<&Record> = rec.ring.iter().chain(ongoing.iter()).collect();
+    let mut blobs = rec.blobs.live_bytes();
+    let mut records: Vec<&Record> = rec.ring.iter().chain(ongoing.iter()).collect();
     for r in &records {
         let (blob, open_id) = match r.payload {
             Payload::SyscallFailure { blob, open_id, .. } => (blob, open_id),
@@ -125,6 +126,20 @@ pub fn take_dump_with(engine: &Engine, rec: &mut Recorder, config: &Config, dir:
             counters.open_files_unresolved += 1;
         }
     }
+    // the config was validated at start, so its rules compile
+    let redactor = Redactor::new(&config.redact, "redact").unwrap_or_default();
+    let redacted = redact_records(&redactor, &records, &mut blobs);
+    for (i, r) in &redacted {
+        records[*i] = r;
+    }
+    let mut processes = rec.procs.snapshot();
+    processes.iter_mut().for_each(|p| redactor.process(p));
+    let mut open_files = open_files;
+    open_files.iter_mut().for_each(|o| redactor.apply_in_place(&mut o.path));
+    let mut trigger = trigger;
+    if let Some(t) = &mut trigger {
+        redactor.apply_in_place(&mut t.event);
+    }
     let meta = DumpMeta {
         format: "tracerd-dump".into(),
         version: FORMAT_VERSION,
@@ -137,7 +152,7 @@ pub fn take_dump_with(engine: &Engine, rec: &mut Recorder, config: &Config, dir:
         config: serde_json::to_value(config)?,
         counters,
         functions: engine.functions().to_vec(),
-        processes: rec.procs.snapshot(),
+        processes,
         open_files,
         event_count: records.len() as u64,
         function_calls: engine.function_calls()?,

@@ -57,6 +57,8 @@ pub struct Config {
     /// `metrics_interval_ms`; None = no metrics.
     pub metrics_textfile: Option<PathBuf>,
     pub metrics_interval_ms: u64,
+    /// Rewrites of command lines and paths before a dump is written (`[[redact]]`).
+    pub redact: Vec<crate::redact::RedactRule>,
     /// Dumps that write themselves (`[triggers]`).
     pub triggers: crate::triggers::TriggerConfig,
     /// Count uprobes that cannot be attached (the dump's `unattached_functions`) instead of
@@ -93,6 +95,7 @@ impl Default for Config {
             function_events: true,
             metrics_textfile: None,
             metrics_interval_ms: 15_000,
+            redact: crate::redact::default_rules(),
             triggers: Default::default(),
             tolerate_unattachable_functions: false,
             targets_added_later: false,
@@ -199,6 +202,7 @@ impl Config {
         if self.metrics_textfile.as_ref().is_some_and(|p| p.extension().is_none_or(|e| e != "prom")) {
             return bad("metrics_textfile", "must end in .prom (node_exporter's textfile collector reads only those)");
         }
+        crate::redact::Redactor::new(&self.redact, origin)?;
         crate::triggers::validate(&self.triggers, origin)?;
         Ok(())
     }

@@ -15,6 +15,7 @@ mod mapdump;
 pub mod procs;
 pub mod record;
 pub mod recorder;
+pub mod redact;
 pub mod session;
 mod syscall_tables;
 pub mod syscalls;
