@@ -32,6 +32,8 @@ const SECTION_EVENTS: u32 = 3;
 const SECTION_END: u32 = 0xFFFF_FFFF;
 /// Largest section the reader accepts; guards allocations against a corrupt length.
 const MAX_SECTION: u64 = 8 << 30;
+/// Largest zstd window the reader accepts (8 MiB: compression levels up to 19 stay below).
+const MAX_WINDOW_LOG: u32 = 23;
 
 const KIND_SYSCALL: u8 = 1;
 const KIND_FUNCTION: u8 = 2;
@@ -311,6 +313,8 @@ impl Dump {
             bail!("dump format version {version} is not supported (this reader knows version {FORMAT_VERSION})");
         }
         let mut z = zstd::Decoder::new(r)?;
+        // a corrupt frame header must not make the decoder allocate a huge window
+        z.window_log_max(MAX_WINDOW_LOG)?;
         let mut meta: Option<DumpMeta> = None;
         let mut blobs = BlobWindow { base: 0, bytes: Vec::new() };
         let mut records = Vec::new();
@@ -330,8 +334,12 @@ impl Dump {
             if len > MAX_SECTION {
                 bail!("corrupt: section {tag} claims {len} bytes");
             }
-            let mut payload = vec![0u8; len as usize];
-            read_exact_or(&mut z, &mut payload, "section payload")?;
+            // grows with the bytes that really arrive, never to a corrupt claimed length
+            let mut payload = Vec::new();
+            (&mut z).take(len).read_to_end(&mut payload).context("truncated or corrupt (section payload)")?;
+            if payload.len() as u64 != len {
+                bail!("truncated or corrupt (section {tag} is shorter than its header says)");
+            }
             match tag {
                 SECTION_META => meta = Some(serde_json::from_slice(&payload).context("corrupt meta section")?),
                 SECTION_BLOBS => {
