@@ -104,7 +104,7 @@ impl Recorder {
         let payload = match kind {
             tracerd_event_kind::TRACERD_EV_SYSCALL_FAILURE => {
                 let e: tracerd_syscall_failure = read_struct(data)?;
-                if e.path_len > 0 && self.triggers.is_some() {
+                if e.path_len > 0 && self.triggers.as_ref().is_some_and(Triggers::wants_paths) {
                     path = Some(e.path);
                 }
                 self.syscall_failure(e)

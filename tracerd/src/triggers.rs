@@ -188,6 +188,11 @@ impl Triggers {
         })
     }
 
+    /// Whether `check` looks at the paths of failed syscalls (any syscall rule).
+    pub fn wants_paths(&self) -> bool {
+        self.has_syscall_rules
+    }
+
     /// Checks one event; `path` is the path argument of a failed syscall, if it had one.
     pub fn check(&mut self, r: &Record, path: Option<&[u8]>) {
         match r.payload {
