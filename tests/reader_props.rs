@@ -156,9 +156,9 @@ proptest! {
         let bytes = damage(&good, seed, mode);
         let len = bytes.len();
         let outcome = match which {
-            0 => read_back(&bytes, name, |p| reproducer::scenario::Scenario::load(p)),
-            1 => read_back(&bytes, name, |p| reproducer::schedule::Schedule::load(p)),
-            _ => read_back(&bytes, name, |p| reproducer::profile::load(p)),
+            0 => read_back(&bytes, name, reproducer::scenario::Scenario::load),
+            1 => read_back(&bytes, name, reproducer::schedule::Schedule::load),
+            _ => read_back(&bytes, name, reproducer::profile::load),
         };
         if let Some(err) = &outcome.0 {
             prop_assert!(err.contains(name), "{}", err);
@@ -212,9 +212,9 @@ fn profile_bytes() -> Vec<u8> {
 #[test]
 fn samples_read_when_undamaged() {
     assert_eq!(read_dump(dump_bytes()).0, None, "the sample dump reads");
-    assert_eq!(read_back(scenario_text().as_bytes(), "s.toml", |p| reproducer::scenario::Scenario::load(p)).0, None);
-    assert_eq!(read_back(schedule_text().as_bytes(), "f.toml", |p| reproducer::schedule::Schedule::load(p)).0, None);
-    assert_eq!(read_back(&profile_bytes(), "p.json", |p| reproducer::profile::load(p)).0, None);
+    assert_eq!(read_back(scenario_text().as_bytes(), "s.toml", reproducer::scenario::Scenario::load).0, None);
+    assert_eq!(read_back(schedule_text().as_bytes(), "f.toml", reproducer::schedule::Schedule::load).0, None);
+    assert_eq!(read_back(&profile_bytes(), "p.json", reproducer::profile::load).0, None);
 }
 
 #[test]

@@ -84,28 +84,6 @@ impl Redactor {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn default_rule_hides_values_and_keeps_keys() {
-        let r = Redactor::new(&default_rules(), "t").unwrap();
-        let cases = [
-            ("--password=hunter2", "--password=<redacted>"),
-            ("--db-passwd=x", "--db-passwd=<redacted>"),
-            ("https://h/x?token=abc&page=2", "https://h/x?token=<redacted>&page=2"),
-            ("API_KEY=0123", "API_KEY=<redacted>"),
-            ("client_secret=s3;rest", "client_secret=<redacted>;rest"),
-            ("--port=7001", "--port=7001"),
-        ];
-        for (input, want) in cases {
-            assert_eq!(r.apply(input).as_deref().unwrap_or(input), want, "{input}");
-        }
-        assert!(Redactor::new(&[RedactRule { pattern: "(".into(), replacement: "".into() }], "f").unwrap_err().0.contains("redact[0]"));
-    }
-}
-
 /// Redacts the paths of failed calls among `records`, whose blobs are the live bytes
 /// `blobs` (base offset, bytes). A changed path is overwritten with zeros where it was and
 /// appended redacted; returns (index, redacted copy) for each record that now points there.
@@ -158,4 +136,26 @@ fn redact_blob(redactor: &Redactor, r: BlobRef, blobs: &mut (u64, Vec<u8>)) -> B
     let offset = *base + bytes.len() as u64;
     bytes.extend_from_slice(text.as_bytes());
     BlobRef::from_raw(((offset + 1) << 16) | text.len() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_rule_hides_values_and_keeps_keys() {
+        let r = Redactor::new(&default_rules(), "t").unwrap();
+        let cases = [
+            ("--password=hunter2", "--password=<redacted>"),
+            ("--db-passwd=x", "--db-passwd=<redacted>"),
+            ("https://h/x?token=abc&page=2", "https://h/x?token=<redacted>&page=2"),
+            ("API_KEY=0123", "API_KEY=<redacted>"),
+            ("client_secret=s3;rest", "client_secret=<redacted>;rest"),
+            ("--port=7001", "--port=7001"),
+        ];
+        for (input, want) in cases {
+            assert_eq!(r.apply(input).as_deref().unwrap_or(input), want, "{input}");
+        }
+        assert!(Redactor::new(&[RedactRule { pattern: "(".into(), replacement: "".into() }], "f").unwrap_err().0.contains("redact[0]"));
+    }
 }
