@@ -32,6 +32,8 @@ const SECTION_EVENTS: u32 = 3;
 const SECTION_END: u32 = 0xFFFF_FFFF;
 /// Largest section the reader accepts; guards allocations against a corrupt length.
 const MAX_SECTION: u64 = 8 << 30;
+/// Largest zstd window the reader accepts (8 MiB: compression levels up to 19 stay below).
+const MAX_WINDOW_LOG: u32 = 23;
 
 const KIND_SYSCALL: u8 = EventKind::SyscallFailure as u8;
 const KIND_FUNCTION: u8 = EventKind::Function as u8;
@@ -122,6 +124,26 @@ pub struct DumpMeta {
     /// calls per (process, syscall) since tracing started; empty unless `count_syscalls`
     #[serde(default)]
     pub syscall_counts: Vec<SyscallCount>,
+    /// why the dump wrote itself; absent when it was asked for
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trigger: Option<TriggerInfo>,
+}
+
+/// Why a dump wrote itself (`[triggers]`): absent in dumps that were asked for.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct TriggerInfo {
+    /// the rule that fired: fatal_signal, nonzero_exit, oom_kill, pause, syscall(...)
+    pub rule: String,
+    /// the event that fired it (CLOCK_BOOTTIME, process, thread, and what happened)
+    pub ts_ns: u64,
+    pub pid: u32,
+    pub tid: u32,
+    pub comm: String,
+    pub event: String,
+    /// triggers of this rule suppressed by its rate limit since it last fired
+    pub suppressed_before: u64,
+    /// other rules that fired while this dump was settling
+    pub joined: Vec<String>,
 }
 
 /// A dump as read back.
@@ -285,6 +307,8 @@ impl Dump {
             bail!("dump format version {version} is not supported (this reader knows version {FORMAT_VERSION})");
         }
         let mut z = zstd::Decoder::new(r)?;
+        // a corrupt frame header must not make the decoder allocate a huge window
+        z.window_log_max(MAX_WINDOW_LOG)?;
         let mut meta: Option<DumpMeta> = None;
         let mut blobs = BlobWindow { base: 0, bytes: Vec::new() };
         let mut records = Vec::new();
@@ -304,8 +328,12 @@ impl Dump {
             if len > MAX_SECTION {
                 bail!("corrupt: section {tag} claims {len} bytes");
             }
-            let mut payload = vec![0u8; len as usize];
-            read_exact_or(&mut z, &mut payload, "section payload")?;
+            // grows with the bytes that really arrive, never to a corrupt claimed length
+            let mut payload = Vec::new();
+            (&mut z).take(len).read_to_end(&mut payload).context("truncated or corrupt (section payload)")?;
+            if payload.len() as u64 != len {
+                bail!("truncated or corrupt (section {tag} is shorter than its header says)");
+            }
             match tag {
                 SECTION_META => meta = Some(serde_json::from_slice(&payload).context("corrupt meta section")?),
                 SECTION_BLOBS => {

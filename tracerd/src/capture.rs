@@ -6,12 +6,13 @@ use std::path::{Path, PathBuf};
 use anyhow::Result;
 
 use tracedump::abi::{comm_bytes, ProcessState};
-use tracedump::dump::{write_dump, ClockPair, Counters, DumpContents, DumpMeta, Interface, FORMAT_VERSION};
+use tracedump::dump::{write_dump, ClockPair, Counters, DumpContents, DumpMeta, Interface, TriggerInfo, FORMAT_VERSION};
 use tracedump::record::{Payload, Record};
 
 use crate::config::Config;
 use crate::engine::Engine;
 use crate::recorder::Recorder;
+use crate::redact::{redact_records, Redactor};
 
 /// Gaps and pauses that have lasted past their threshold and are still going on.
 fn ongoing_records(engine: &Engine, rec: &mut Recorder, config: &Config, now_boot: u64) -> Result<Vec<Record>> {
@@ -95,6 +96,11 @@ pub fn dump_file_name(host: &str, realtime_ns: u64, seq: u64) -> String {
 
 /// Writes the current window of `engine`/`rec` into `dir`; returns the file's path.
 pub fn take_dump(engine: &Engine, rec: &mut Recorder, config: &Config, dir: &Path, seq: u64) -> Result<PathBuf> {
+    take_dump_with(engine, rec, config, dir, seq, None)
+}
+
+/// `take_dump`, recording why the dump wrote itself.
+pub fn take_dump_with(engine: &Engine, rec: &mut Recorder, config: &Config, dir: &Path, seq: u64, trigger: Option<TriggerInfo>) -> Result<PathBuf> {
     let clock = ClockPair::now();
     let ongoing = ongoing_records(engine, rec, config, clock.boottime_ns)?;
     let open_files: Vec<_> = engine.open_files()?.into_values().collect();
@@ -106,8 +112,8 @@ pub fn take_dump(engine: &Engine, rec: &mut Recorder, config: &Config, dir: &Pat
         uprobe_attach_failed: engine.uprobe_attach_failed(),
         ..Counters::default()
     };
-    let blobs = rec.blobs.live_bytes();
-    let records: Vec<&Record> = rec.ring.iter().chain(ongoing.iter()).collect();
+    let mut blobs = rec.blobs.live_bytes();
+    let mut records: Vec<&Record> = rec.ring.iter().chain(ongoing.iter()).collect();
     for r in &records {
         let (blob, open_id) = match r.payload {
             Payload::SyscallFailure { blob, open_id, .. } => (blob, open_id),
@@ -122,6 +128,20 @@ pub fn take_dump(engine: &Engine, rec: &mut Recorder, config: &Config, dir: &Pat
             counters.open_files_unresolved += 1;
         }
     }
+    // the config was validated at start, so its rules compile
+    let redactor = Redactor::new(&config.redact, "redact").unwrap_or_default();
+    let redacted = redact_records(&redactor, &records, &mut blobs);
+    for (i, r) in &redacted {
+        records[*i] = r;
+    }
+    let mut processes = rec.procs.snapshot();
+    processes.iter_mut().for_each(|p| redactor.process(p));
+    let mut open_files = open_files;
+    open_files.iter_mut().for_each(|o| redactor.apply_in_place(&mut o.path));
+    let mut trigger = trigger;
+    if let Some(t) = &mut trigger {
+        redactor.apply_in_place(&mut t.event);
+    }
     let meta = DumpMeta {
         format: "tracerd-dump".into(),
         version: FORMAT_VERSION,
@@ -134,12 +154,13 @@ pub fn take_dump(engine: &Engine, rec: &mut Recorder, config: &Config, dir: &Pat
         config: serde_json::to_value(config)?,
         counters,
         functions: engine.functions().to_vec(),
-        processes: rec.procs.snapshot(),
+        processes,
         open_files,
         event_count: records.len() as u64,
         function_calls: engine.function_calls()?,
         unattached_functions: engine.unattached_functions().to_vec(),
         syscall_counts: engine.syscall_counts()?,
+        trigger,
     };
     let name = dump_file_name(&host, clock.realtime_ns, seq);
     write_dump(dir, &name, &DumpContents { meta, records, blobs })

@@ -53,6 +53,14 @@ pub struct Config {
     /// Record a function event per uprobe hit. Off: calls are only counted (the dump's
     /// `function_calls`), so a frequently called function cannot flood the window.
     pub function_events: bool,
+    /// Prometheus textfile (node_exporter textfile collector) rewritten every
+    /// `metrics_interval_ms`; None = no metrics.
+    pub metrics_textfile: Option<PathBuf>,
+    pub metrics_interval_ms: u64,
+    /// Rewrites of command lines and paths before a dump is written (`[[redact]]`).
+    pub redact: Vec<crate::redact::RedactRule>,
+    /// Dumps that write themselves (`[triggers]`).
+    pub triggers: crate::triggers::TriggerConfig,
     /// Count uprobes that cannot be attached (the dump's `unattached_functions`) instead of
     /// failing. Not a file setting: for programs that embed the engine (profiles).
     #[serde(skip)]
@@ -89,6 +97,10 @@ impl Default for Config {
             count_syscalls: false,
             syscall_count_entries: 16384,
             function_events: true,
+            metrics_textfile: None,
+            metrics_interval_ms: 15_000,
+            redact: crate::redact::default_rules(),
+            triggers: Default::default(),
             tolerate_unattachable_functions: false,
             targets_added_later: false,
             dump_every_connection: false,
@@ -189,6 +201,14 @@ impl Config {
         for spec in &self.uprobe {
             FunctionSpec::parse(spec, &format!("config {origin}: uprobe"))?;
         }
+        if self.metrics_interval_ms < 100 {
+            return bad("metrics_interval_ms", "must be at least 100");
+        }
+        if self.metrics_textfile.as_ref().is_some_and(|p| p.extension().is_none_or(|e| e != "prom")) {
+            return bad("metrics_textfile", "must end in .prom (node_exporter's textfile collector reads only those)");
+        }
+        crate::redact::Redactor::new(&self.redact, origin)?;
+        crate::triggers::validate(&self.triggers, origin)?;
         Ok(())
     }
 

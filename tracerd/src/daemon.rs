@@ -12,9 +12,11 @@ use anyhow::{bail, Context, Result};
 use crossbeam_channel::{Receiver, Sender};
 use signal_hook::consts::{SIGINT, SIGTERM, SIGUSR1};
 
-use crate::capture::take_dump;
+use crate::capture::take_dump_with;
+use crate::dump::TriggerInfo;
 use crate::config::Config;
 use crate::engine::Engine;
+use crate::metrics::{Exporter, Snapshot};
 use crate::recorder::Recorder;
 
 type Reply = Sender<std::result::Result<PathBuf, String>>;
@@ -101,13 +103,16 @@ fn spawn_control_thread(listener: UnixListener, tx: Sender<Command>) -> Result<(
     Ok(())
 }
 
-struct DumpState<'a> {
+pub(crate) struct DumpState<'a> {
     config: &'a Config,
     seq: u64,
+    /// dumps written and failed since start (metrics)
+    pub(crate) written: u64,
+    pub(crate) failed: u64,
 }
 
 impl DumpState<'_> {
-    fn dump(&mut self, engine: &Engine, rec: &mut Recorder) -> std::result::Result<PathBuf, String> {
+    fn dump(&mut self, engine: &Engine, rec: &mut Recorder, trigger: Option<TriggerInfo>) -> std::result::Result<PathBuf, String> {
         let dir = &self.config.dump_dir;
         let started = Instant::now();
         self.seq += 1;
@@ -116,13 +121,15 @@ impl DumpState<'_> {
             .mode(0o700)
             .create(dir)
             .with_context(|| format!("dump directory {}", dir.display()))
-            .and_then(|_| take_dump(engine, rec, self.config, dir, self.seq));
+            .and_then(|_| take_dump_with(engine, rec, self.config, dir, self.seq, trigger));
         match result {
             Ok(path) => {
+                self.written += 1;
                 log::info!("dump written: {} ({} events, {} ms)", path.display(), rec.ring.len(), started.elapsed().as_millis());
                 Ok(path)
             }
             Err(e) => {
+                self.failed += 1;
                 let msg = format!("{e:#}");
                 log::error!("dump failed, still tracing: {msg}");
                 Err(msg)
@@ -141,8 +148,19 @@ fn handle_commands(rx: &Receiver<Command>, state: &mut DumpState<'_>, engine: &E
             Command::Stop(why) => stop = Some(why),
         }
     }
+    if let Some(info) = rec.triggers.as_mut().and_then(|t| t.take_due(Instant::now())) {
+        // a triggered dump also answers the requests that are waiting
+        let rule = info.rule.clone();
+        let result = state.dump(engine, rec, Some(info));
+        if let Ok(path) = &result {
+            log::info!("triggered dump ({rule}): {}", path.display());
+        }
+        for reply in std::mem::take(&mut waiting).into_iter().flatten() {
+            let _ = reply.send(result.clone());
+        }
+    }
     if !waiting.is_empty() {
-        let result = state.dump(engine, rec);
+        let result = state.dump(engine, rec, None);
         for reply in waiting.into_iter().flatten() {
             let _ = reply.send(result.clone());
         }
@@ -151,6 +169,21 @@ fn handle_commands(rx: &Receiver<Command>, state: &mut DumpState<'_>, engine: &E
         Some(why) => ControlFlow::Break(why),
         None => ControlFlow::Continue(()),
     }
+}
+
+fn snapshot<'a>(engine: &Engine, rec: &'a Recorder, state: &DumpState<'_>) -> Result<Snapshot<'a>> {
+    Ok(Snapshot {
+        kernel: engine.kernel_counters()?,
+        recorder: rec.counters(),
+        received_by_kind: *rec.received_by_kind(),
+        window_events: rec.ring.len(),
+        window_capacity: rec.ring.capacity(),
+        dumps_written: state.written,
+        dumps_failed: state.failed,
+        triggers: rec.triggers.iter().flat_map(|t| t.counts()).map(|c| (c.rule, c.fired, c.suppressed)).collect(),
+        uprobe_attach_failed: engine.uprobe_attach_failed(),
+        uprobes: engine.functions().len(),
+    })
 }
 
 /// Runs the daemon until SIGTERM or SIGINT.
@@ -168,6 +201,7 @@ pub fn run(config: Config) -> Result<()> {
     };
     let mut rec = Recorder::new(&config);
     rec.add_processes(engine.take_initial_processes());
+    rec.triggers = Some(crate::triggers::Triggers::new(&config.triggers)?);
     spawn_control_thread(listener, tx)?;
     if let Err(e) = std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&config.dump_dir) {
         log::error!("dump directory {}: {e}; dumps will fail until it is writable", config.dump_dir.display());
@@ -180,8 +214,15 @@ pub fn run(config: Config) -> Result<()> {
         config.dump_dir.display()
     );
     let _ = sd_notify::notify(&[sd_notify::NotifyState::Ready]);
-    let mut state = DumpState { config: &config, seq: 0 };
-    let why = engine.run(&mut rec, Duration::from_millis(100), |engine, rec| handle_commands(&rx, &mut state, engine, rec))?;
+    let mut state = DumpState { config: &config, seq: 0, written: 0, failed: 0 };
+    let mut exporter = config.metrics_textfile.as_deref().map(|p| Exporter::new(p, config.metrics_interval_ms));
+    let why = engine.run(&mut rec, Duration::from_millis(100), |engine, rec| {
+        let flow = handle_commands(&rx, &mut state, engine, rec);
+        if let Some(x) = &mut exporter {
+            x.tick(|| snapshot(engine, rec, &state));
+        }
+        flow
+    })?;
     let _ = sd_notify::notify(&[sd_notify::NotifyState::Stopping]);
     log::info!("stopping on {why}");
     signal_handle.close();

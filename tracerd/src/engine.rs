@@ -30,6 +30,7 @@ use crate::kernel;
 use crate::procs::{exe_key, scan_targets};
 use crate::recorder::Recorder;
 use crate::skel::OwnedSkel;
+use crate::mapdump::for_each_entry;
 
 pub struct Engine {
     skel: OwnedSkel<TracerSkel<'static>>,
@@ -345,14 +346,14 @@ impl Engine {
         })
     }
 
-    /// The kernel's open-file table, by open id.
+    /// The kernel's open-file table, by open id (every entry: see `mapdump`).
     pub fn open_files(&self) -> Result<HashMap<u64, OpenFile>> {
         let mut out = HashMap::new();
-        for (_, value) in self.skel.maps.open_files.lookup_batch(1024, MapFlags::ANY, MapFlags::ANY)? {
-            let Some(o) = read_struct::<tracerd_open_file>(&value) else { continue };
+        for_each_entry(&self.skel.maps.open_files, |_, value| {
+            let Some(o) = read_struct::<tracerd_open_file>(value) else { return };
             let path = c_bytes(&o.path, o.path_len as usize);
             out.insert(o.open_id, OpenFile { open_id: o.open_id, dir_open_id: o.dir_open_id, tgid: o.tgid, path: String::from_utf8_lossy(path).into_owned() });
-        }
+        })?;
         Ok(out)
     }
 
@@ -366,19 +367,19 @@ impl Engine {
 
     /// Watched connections as of the last look (for gaps still open at dump time).
     pub fn connections(&self) -> Result<Vec<tracerd_conn>> {
-        let batch = self.skel.maps.conns.lookup_batch(1024, MapFlags::ANY, MapFlags::ANY)?;
-        Ok(batch.filter_map(|(_, v)| read_struct::<tracerd_conn>(&v)).collect())
+        let mut out = Vec::new();
+        for_each_entry(&self.skel.maps.conns, |_, v| out.extend(read_struct::<tracerd_conn>(v)))?;
+        Ok(out)
     }
 
     /// Threads paused now (for pauses still going on at dump time), with their tids.
     pub fn pauses(&self) -> Result<Vec<(u32, tracerd_pause)>> {
-        let batch = self.skel.maps.pauses.lookup_batch(256, MapFlags::ANY, MapFlags::ANY)?;
-        Ok(batch
-            .filter_map(|(k, v)| {
-                let tid = u32::from_ne_bytes(k.get(..4)?.try_into().ok()?);
-                Some((tid, read_struct::<tracerd_pause>(&v)?))
-            })
-            .collect())
+        let mut out = Vec::new();
+        for_each_entry(&self.skel.maps.pauses, |k, v| {
+            let Some(tid) = k.get(..4).and_then(|b| b.try_into().ok()).map(u32::from_ne_bytes) else { return };
+            out.extend(read_struct::<tracerd_pause>(v).map(|p| (tid, p)));
+        })?;
+        Ok(out)
     }
 }
 

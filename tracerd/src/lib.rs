@@ -10,10 +10,14 @@ pub mod daemon;
 pub mod engine;
 pub mod inspect;
 pub mod kernel;
+pub mod metrics;
+mod mapdump;
 pub mod procs;
 pub mod recorder;
+pub mod redact;
 pub mod session;
 pub mod skel;
+pub mod triggers;
 
 // The format moved to tracedump; these keep `tracerd::dump::...` paths working.
 pub use tracedump::{dump, record, syscalls};

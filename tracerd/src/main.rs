@@ -53,6 +53,33 @@ struct RunArgs {
     /// Control socket for `tracerd dump`
     #[arg(long, value_name = "PATH")]
     control_socket: Option<PathBuf>,
+    /// Write metrics to this node_exporter textfile (.prom)
+    #[arg(long, value_name = "FILE")]
+    metrics_textfile: Option<PathBuf>,
+    /// Rewrite the metrics file this often
+    #[arg(long, value_name = "MS")]
+    metrics_interval_ms: Option<u64>,
+    /// Do not dump when a target dies of its own SIGSEGV/SIGABRT/SIGBUS/SIGILL/SIGFPE
+    #[arg(long)]
+    no_trigger_fatal_signal: bool,
+    /// Dump when a target exits with a non-zero status
+    #[arg(long)]
+    trigger_nonzero_exit: bool,
+    /// Dump when the OOM killer kills a target
+    #[arg(long)]
+    trigger_oom_kill: bool,
+    /// Dump when a target was paused longer than this
+    #[arg(long, value_name = "MS")]
+    trigger_pause_ms: Option<u64>,
+    /// Dump when a failed syscall matches (each part optional, e.g. write:ENOSPC or ::/data/*)
+    #[arg(long, value_name = "SYSCALL:ERRNO:PATHGLOB")]
+    trigger_syscall: Vec<String>,
+    /// At most one triggered dump per rule in this interval
+    #[arg(long, value_name = "MS")]
+    trigger_min_interval_ms: Option<u64>,
+    /// Delay between a trigger and its dump
+    #[arg(long, value_name = "MS")]
+    trigger_settle_ms: Option<u64>,
 }
 
 #[derive(Subcommand)]
@@ -90,11 +117,23 @@ fn effective_config(a: RunArgs) -> Result<Config> {
     if let Some(v) = a.gap_ms { c.gap_ms = v; }
     if let Some(v) = a.pause_ms { c.pause_ms = v; }
     if let Some(v) = a.control_socket { c.control_socket = v; }
+    if let Some(v) = a.metrics_textfile { c.metrics_textfile = Some(v); }
+    if let Some(v) = a.metrics_interval_ms { c.metrics_interval_ms = v; }
     c.target_comm.extend(a.target_comm);
     c.target_exe.extend(a.target_exe);
     c.target_pid.extend(a.target_pid);
     c.target_unit.extend(a.target_unit);
     c.uprobe.extend(a.uprobe);
+    let t = &mut c.triggers;
+    if a.no_trigger_fatal_signal { t.fatal_signal = false; }
+    if a.trigger_nonzero_exit { t.nonzero_exit = true; }
+    if a.trigger_oom_kill { t.oom_kill = true; }
+    if let Some(v) = a.trigger_pause_ms { t.pause_ms = v; }
+    if let Some(v) = a.trigger_min_interval_ms { t.min_interval_ms = v; }
+    if let Some(v) = a.trigger_settle_ms { t.settle_ms = v; }
+    for spec in &a.trigger_syscall {
+        t.syscall.push(tracerd::triggers::SyscallRule::parse(spec)?);
+    }
     c.validate("after command-line flags")?;
     Ok(c)
 }

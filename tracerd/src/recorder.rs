@@ -13,6 +13,7 @@ use crate::bpf::types::{
 };
 use crate::config::Config;
 use crate::procs::ProcTable;
+use crate::triggers::Triggers;
 
 fn encode_addr(a: &tracerd_addr, out: &mut [u8]) {
     tracedump::addr::encode_addr(a.family, a.port, &a.addr, out);
@@ -22,8 +23,12 @@ pub struct Recorder {
     pub ring: EventRing,
     pub blobs: BlobArena,
     pub procs: ProcTable,
+    /// rules that make the daemon dump by itself (None in embedded sessions)
+    pub triggers: Option<Triggers>,
     received: u64,
     malformed: u64,
+    /// records received per kind (`tracerd_event_kind`), for metrics
+    by_kind: [u64; 8],
 }
 
 impl Recorder {
@@ -32,8 +37,10 @@ impl Recorder {
             ring: EventRing::new(config.ring_events),
             blobs: BlobArena::new(config.blob_bytes),
             procs: ProcTable::new(config.processes),
+            triggers: None,
             received: 0,
             malformed: 0,
+            by_kind: [0; 8],
         }
     }
 
@@ -52,6 +59,11 @@ impl Recorder {
         }
     }
 
+    /// Records received per kind (index: `tracerd_event_kind`).
+    pub fn received_by_kind(&self) -> &[u64; 8] {
+        &self.by_kind
+    }
+
     /// Handles one ring-buffer record.
     pub fn ingest(&mut self, data: &[u8]) {
         self.received += 1;
@@ -62,8 +74,18 @@ impl Recorder {
 
     fn decode(&mut self, data: &[u8]) -> Option<()> {
         let h: tracerd_header = read_struct(data)?;
+        if let Some(n) = self.by_kind.get_mut(h.kind as usize) {
+            *n += 1;
+        }
+        let mut path = None;
         let payload = match EventKind::from_raw(h.kind)? {
-            EventKind::SyscallFailure => self.syscall_failure(read_struct(data)?),
+            EventKind::SyscallFailure => {
+                let e: tracerd_syscall_failure = read_struct(data)?;
+                if e.path_len > 0 && self.triggers.as_ref().is_some_and(Triggers::wants_paths) {
+                    path = Some(e.path);
+                }
+                self.syscall_failure(e)
+            }
             EventKind::Function => {
                 let e: tracerd_function_hit = read_struct(data)?;
                 Payload::Function { function_id: e.function_id }
@@ -75,7 +97,11 @@ impl Recorder {
                 return Some(());
             }
         };
-        self.ring.push(Record { ts_ns: h.ts_ns, pid: h.pid, tid: h.tid, comm: comm_bytes(&h.comm), payload });
+        let record = Record { ts_ns: h.ts_ns, pid: h.pid, tid: h.tid, comm: comm_bytes(&h.comm), payload };
+        if let Some(t) = &mut self.triggers {
+            t.check(&record, path.as_ref().map(|p| c_bytes(p, 0)));
+        }
+        self.ring.push(record);
         Some(())
     }
 

@@ -1,17 +1,22 @@
 //! Which scenario node a traced process belongs to. A process is a node's when its pid was
 //! launched as that node (test runs know this), when the node's `match` text is in its
 //! command line, when its parent is the node's (forked children), or when it runs the node's
-//! program and no other node runs that program.
+//! program and no other node runs that program. On a redacted dump, a `match` text is
+//! compared redacted by the dump's own rules, so it matches what remains of the command line.
 use std::collections::HashMap;
 use std::path::Path;
 
+use tracedump::dump::DumpMeta;
 use tracedump::process::ProcInfo;
+use tracerd::redact::Redactor;
 
 use crate::model::scenario::Scenario;
 
 #[derive(Clone, Debug, Default)]
 pub struct NodeMap {
     by_pid: HashMap<u32, usize>,
+    /// each node's `match`, as the dump's redaction rules would have left it
+    redacted_match: Vec<Option<String>>,
     /// processes that ran a program several nodes run, with no `match` to tell them apart
     pub ambiguous: Vec<(u32, String)>,
 }
@@ -28,9 +33,19 @@ fn program_of(p: &ProcInfo) -> String {
 }
 
 impl NodeMap {
+    /// Maps the processes of a dump, matching as its redaction rules left the command lines.
+    pub fn build_for(scenario: &Scenario, meta: &DumpMeta, launched: &[(usize, u32)]) -> NodeMap {
+        Self::build_redacted(scenario, &meta.processes, launched, &Redactor::of_dump_config(&meta.config))
+    }
+
     /// Maps the processes of one dump. `launched` lists (node index, pid) pairs known for sure.
     pub fn build(scenario: &Scenario, processes: &[ProcInfo], launched: &[(usize, u32)]) -> NodeMap {
+        Self::build_redacted(scenario, processes, launched, &Redactor::default())
+    }
+
+    fn build_redacted(scenario: &Scenario, processes: &[ProcInfo], launched: &[(usize, u32)], redactor: &Redactor) -> NodeMap {
         let mut map = NodeMap::default();
+        map.redacted_match = scenario.nodes.iter().map(|n| n.match_.as_deref().and_then(|m| redactor.apply(m))).collect();
         map.by_pid.extend(launched.iter().map(|&(n, pid)| (pid, n)));
         let by_pid: HashMap<u32, &ProcInfo> = processes.iter().map(|p| (p.pid, p)).collect();
         for p in processes {
@@ -46,7 +61,10 @@ impl NodeMap {
             return Some(n);
         }
         let cmdline = p.cmdline.as_ref().map(|c| c.join(" ")).unwrap_or_default();
-        let by_match = scenario.nodes.iter().position(|n| n.match_.as_deref().is_some_and(|m| !m.is_empty() && cmdline.contains(m)));
+        let matches = |i: usize, m: &str| {
+            !m.is_empty() && (cmdline.contains(m) || self.redacted_match.get(i).and_then(|r| r.as_deref()).is_some_and(|r| cmdline.contains(r)))
+        };
+        let by_match = scenario.nodes.iter().enumerate().position(|(i, n)| n.match_.as_deref().is_some_and(|m| matches(i, m)));
         if by_match.is_some() {
             return by_match;
         }
@@ -134,6 +152,18 @@ command = ["true"]
         assert_eq!(m.node(14), None, "kvnode without --id: the nodes that run it have match");
         let m = NodeMap::build(&s, &procs, &[(0, 13)]);
         assert_eq!(m.node(13), Some(0), "launched pids win");
+    }
+
+    #[test]
+    fn matches_what_redaction_left() {
+        let s = Scenario::parse(&SCENARIO.replace("match = \"--id 2\"", "match = \"--id 2 --token=s3cret\""), "t").unwrap();
+        let redactor = Redactor::new(&tracerd::redact::default_rules(), "t").unwrap();
+        let mut p = proc(10, 1, "/opt/kv/kvnode", "/opt/kv/kvnode --id 2 --token=s3cret");
+        redactor.process(&mut p);
+        assert_eq!(p.cmdline.as_ref().unwrap()[3], "--token=<redacted>");
+        let meta = DumpMeta { processes: vec![p], config: serde_json::to_value(tracerd::config::Config::default()).unwrap(), ..Default::default() };
+        assert_eq!(NodeMap::build_for(&s, &meta, &[]).node(10), Some(1));
+        assert_eq!(NodeMap::build(&s, &meta.processes, &[]).node(10), None, "unredacted, the match misses");
     }
 
     #[test]

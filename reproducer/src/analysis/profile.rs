@@ -376,7 +376,7 @@ pub fn run_data(scenario: &Scenario, trace: &Path, launched: &[(String, u32)], d
     let dump = tracedump::dump::Dump::read(trace)?;
     let launched: Vec<(usize, u32)> =
         launched.iter().filter_map(|(name, pid)| Some((scenario.node_index(name)?, *pid))).collect();
-    let map = NodeMap::build(scenario, &dump.meta.processes, &launched);
+    let map = NodeMap::build_for(scenario, &dump.meta, &launched);
     let mut data = RunData { seconds: duration_ms as f64 / 1000.0, ..Default::default() };
     let node_name = |pid: u32| map.node(pid).map(|i| scenario.nodes[i].name.clone());
     for e in dump.events() {

@@ -31,7 +31,7 @@ pub fn executed(scenario: &Scenario, trace: &Path, launched: &[(String, u32)]) -
     let dump = tracedump::dump::Dump::read(trace)?;
     let launched: Vec<(usize, u32)> =
         launched.iter().filter_map(|(name, pid)| Some((scenario.node_index(name)?, *pid))).collect();
-    let map = NodeMap::build(scenario, &dump.meta.processes, &launched);
+    let map = NodeMap::build_for(scenario, &dump.meta, &launched);
     let me = std::env::current_exe().ok().and_then(|p| std::fs::canonicalize(p).ok());
     let mut out: BTreeMap<usize, BTreeSet<PathBuf>> = BTreeMap::new();
     for p in &dump.meta.processes {

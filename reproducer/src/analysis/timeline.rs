@@ -58,7 +58,7 @@ impl Timeline {
 
     fn add(&mut self, index: usize, path: &Path, dump: &Dump, scenario: Option<&Scenario>) -> Result<()> {
         let meta = &dump.meta;
-        let map = scenario.map(|s| NodeMap::build(s, &meta.processes, &[])).unwrap_or_default();
+        let map = scenario.map(|s| NodeMap::build_for(s, meta, &[])).unwrap_or_default();
         let mapped = meta.processes.iter().filter(|p| map.node(p.pid).is_some()).count();
         if let Some(s) = scenario {
             if mapped == 0 {

@@ -71,7 +71,7 @@ impl<'a> TestbedRunner<'a> {
             let dump = tracedump::dump::Dump::read(trace).with_context(|| format!("trace of run {}", r.workdir.display()))?;
             let launched: Vec<(usize, u32)> =
                 r.launched.iter().filter_map(|(n, pid)| Some((self.scenario.node_index(n)?, *pid))).collect();
-            let map = NodeMap::build(self.scenario, &dump.meta.processes, &launched);
+            let map = NodeMap::build_for(self.scenario, &dump.meta, &launched);
             for e in dump.events() {
                 if let (Some(n), What::Function(hit)) = (map.node(e.pid), e.what) {
                     functions[n].extend(hit.function);

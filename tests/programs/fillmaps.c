@@ -1,0 +1,123 @@
+/*
+ * fillmaps: fills one of tracerd's kernel tables far beyond one read batch, then waits to be
+ * killed (the test kills its process group). Prints what it created, then "ready".
+ *
+ *   fillmaps files DIR FIRST N
+ *                          creates and keeps open DIR/fFIRST.. (N files, read-only), then
+ *                          write()s to the first one (EBADF): its fd must resolve to its path
+ *   fillmaps conns N       N TCP connections over 127.0.0.1 (both ends kept open, silent)
+ *   fillmaps stop N        N children that stop themselves (SIGSTOP); prints their pids
+ */
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static void want_fds(long n)
+{
+	struct rlimit r;
+
+	/* only the soft limit: raising the hard one needs CAP_SYS_RESOURCE */
+	getrlimit(RLIMIT_NOFILE, &r);
+	r.rlim_cur = r.rlim_max;
+	if ((long)r.rlim_cur < n + 64 || setrlimit(RLIMIT_NOFILE, &r)) {
+		perror("setrlimit");
+		exit(1);
+	}
+}
+
+static int files(const char *dir, long first_i, long n)
+{
+	char path[4096];
+	int first = -1;
+
+	want_fds(n);
+	for (long i = first_i; i < first_i + n; i++) {
+		snprintf(path, sizeof(path), "%s/f%ld", dir, i);
+		int fd = open(path, O_RDONLY | O_CREAT, 0600);
+		if (fd < 0) {
+			perror(path);
+			return 1;
+		}
+		if (i == first_i)
+			first = fd;
+	}
+	if (write(first, "x", 1) != -1)
+		return 1;
+	return 0;
+}
+
+static int conns(long n)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(a);
+	int s = socket(AF_INET, SOCK_STREAM, 0);
+
+	want_fds(2 * n + 1);
+	if (bind(s, (struct sockaddr *)&a, sizeof(a)) || listen(s, 128) || getsockname(s, (struct sockaddr *)&a, &len)) {
+		perror("listen");
+		return 1;
+	}
+	for (long i = 0; i < n; i++) {
+		int c = socket(AF_INET, SOCK_STREAM, 0);
+		if (connect(c, (struct sockaddr *)&a, sizeof(a)) || accept(s, NULL, NULL) < 0) {
+			perror("connect/accept");
+			return 1;
+		}
+	}
+	return 0;
+}
+
+static int stop(long n)
+{
+	for (long i = 0; i < n; i++) {
+		pid_t pid = fork();
+		int status;
+
+		if (pid < 0) {
+			perror("fork");
+			return 1;
+		}
+		if (pid == 0) {
+			prctl(PR_SET_PDEATHSIG, SIGKILL);
+			raise(SIGSTOP);
+			_exit(0);
+		}
+		if (waitpid(pid, &status, WUNTRACED) != pid || !WIFSTOPPED(status)) {
+			fprintf(stderr, "child %d did not stop\n", pid);
+			return 1;
+		}
+		printf("%d\n", pid);
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	int rc;
+
+	if (argc >= 5 && !strcmp(argv[1], "files"))
+		rc = files(argv[2], atol(argv[3]), atol(argv[4]));
+	else if (argc >= 3 && !strcmp(argv[1], "conns"))
+		rc = conns(atol(argv[2]));
+	else if (argc >= 3 && !strcmp(argv[1], "stop"))
+		rc = stop(atol(argv[2]));
+	else {
+		fprintf(stderr, "usage: fillmaps files DIR FIRST N | conns N | stop N\n");
+		return 2;
+	}
+	if (rc)
+		return rc;
+	printf("ready\n");
+	fflush(stdout);
+	for (;;)
+		pause();
+}

@@ -1,0 +1,161 @@
+//! Redaction: the `[[redact]]` rules (regex → replacement), applied in user space to
+//! everything a dump says about commands and files before it is written — command lines
+//! (each argument on its own), exe and cwd, the open-file table, the paths of failed calls
+//! and the trigger's event. The default rule hides `password|passwd|secret|token|…key=VALUE`.
+use regex::Regex;
+use serde::{Deserialize, Serialize};
+
+use crate::config::ConfigError;
+use crate::procs::ProcInfo;
+use crate::record::{BlobRef, Payload, Record};
+
+/// One rule: every match of `pattern` (Rust regex syntax) is replaced by `replacement`
+/// (`$1`, `${name}` refer to groups).
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct RedactRule {
+    pub pattern: String,
+    pub replacement: String,
+}
+
+/// Keeps the key (`--password=`, `?token=`), so that what is left still says what it was.
+pub const DEFAULT_PATTERN: &str = r"(?i)((?:password|passwd|secret|token|[a-z0-9_.-]*key)=)[^\s&;,]+";
+pub const DEFAULT_REPLACEMENT: &str = "${1}<redacted>";
+
+pub fn default_rules() -> Vec<RedactRule> {
+    vec![RedactRule { pattern: DEFAULT_PATTERN.into(), replacement: DEFAULT_REPLACEMENT.into() }]
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct Redactor {
+    rules: Vec<(Regex, String)>,
+}
+
+impl Redactor {
+    pub fn new(rules: &[RedactRule], origin: &str) -> Result<Redactor, ConfigError> {
+        let mut out = Vec::new();
+        for (i, r) in rules.iter().enumerate() {
+            let re = Regex::new(&r.pattern)
+                .map_err(|e| ConfigError(format!("config {origin}: redact[{i}] pattern '{}': {}", r.pattern, e.to_string().replace('\n', " "))))?;
+            out.push((re, r.replacement.clone()));
+        }
+        Ok(Redactor { rules: out })
+    }
+
+    /// The redactor a dump was written with (its effective config's `redact`); the default
+    /// rules for dumps older than redaction, none when its rules cannot be read.
+    pub fn of_dump_config(config: &serde_json::Value) -> Redactor {
+        let rules = match config.get("redact") {
+            Some(v) => serde_json::from_value(v.clone()).unwrap_or_default(),
+            None => default_rules(),
+        };
+        Redactor::new(&rules, "dump").unwrap_or_default()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rules.is_empty()
+    }
+
+    /// `text` with every rule applied in order; None when nothing matched.
+    pub fn apply(&self, text: &str) -> Option<String> {
+        let mut out: Option<String> = None;
+        for (re, replacement) in &self.rules {
+            let current = out.as_deref().unwrap_or(text);
+            if re.is_match(current) {
+                out = Some(re.replace_all(current, replacement.as_str()).into_owned());
+            }
+        }
+        out
+    }
+
+    pub fn apply_in_place(&self, text: &mut String) {
+        if let Some(r) = self.apply(text) {
+            *text = r;
+        }
+    }
+
+    pub fn process(&self, p: &mut ProcInfo) {
+        for arg in p.cmdline.iter_mut().flatten() {
+            self.apply_in_place(arg);
+        }
+        for s in [&mut p.exe, &mut p.cwd].into_iter().flatten() {
+            self.apply_in_place(s);
+        }
+    }
+}
+
+/// Redacts the paths of failed calls among `records`, whose blobs are the live bytes
+/// `blobs` (base offset, bytes). A changed path is overwritten with zeros where it was and
+/// appended redacted; returns (index, redacted copy) for each record that now points there.
+pub fn redact_records(redactor: &Redactor, records: &[&Record], blobs: &mut (u64, Vec<u8>)) -> Vec<(usize, Record)> {
+    let mut changed = Vec::new();
+    if redactor.is_empty() {
+        return changed;
+    }
+    let mut moved: std::collections::HashMap<u64, BlobRef> = std::collections::HashMap::new();
+    for (i, r) in records.iter().enumerate() {
+        let Payload::SyscallFailure { nr, ret, fd, open_id, blob } = r.payload else { continue };
+        if blob.is_none() {
+            continue;
+        }
+        let new = match moved.get(&blob.raw()) {
+            Some(&n) => n,
+            None => {
+                let n = redact_blob(redactor, blob, blobs);
+                moved.insert(blob.raw(), n);
+                n
+            }
+        };
+        if new != blob {
+            changed.push((i, Record { payload: Payload::SyscallFailure { nr, ret, fd, open_id, blob: new }, ..**r }));
+        }
+    }
+    changed
+}
+
+/// Where `value` would be in a blob window: README "Dump format", blob reference.
+fn blob_span(r: BlobRef, base: u64, len: usize) -> Option<std::ops::Range<usize>> {
+    let offset = (r.raw() >> 16).checked_sub(1)?;
+    let start = usize::try_from(offset.checked_sub(base)?).ok()?;
+    let end = start.checked_add((r.raw() & 0xffff) as usize)?;
+    (end <= len).then_some(start..end)
+}
+
+fn redact_blob(redactor: &Redactor, r: BlobRef, blobs: &mut (u64, Vec<u8>)) -> BlobRef {
+    let (base, bytes) = blobs;
+    let Some(span) = blob_span(r, *base, bytes.len()) else { return r };
+    // address blobs start with a 0 byte; paths never do
+    if bytes[span.start] == 0 {
+        return r;
+    }
+    let Some(text) = std::str::from_utf8(&bytes[span.clone()]).ok().and_then(|t| redactor.apply(t)) else { return r };
+    bytes[span].fill(0);
+    if text.is_empty() || text.len() >= 1 << 16 {
+        return BlobRef::NONE;
+    }
+    let offset = *base + bytes.len() as u64;
+    bytes.extend_from_slice(text.as_bytes());
+    BlobRef::from_raw(((offset + 1) << 16) | text.len() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_rule_hides_values_and_keeps_keys() {
+        let r = Redactor::new(&default_rules(), "t").unwrap();
+        let cases = [
+            ("--password=hunter2", "--password=<redacted>"),
+            ("--db-passwd=x", "--db-passwd=<redacted>"),
+            ("https://h/x?token=abc&page=2", "https://h/x?token=<redacted>&page=2"),
+            ("API_KEY=0123", "API_KEY=<redacted>"),
+            ("client_secret=s3;rest", "client_secret=<redacted>;rest"),
+            ("--port=7001", "--port=7001"),
+        ];
+        for (input, want) in cases {
+            assert_eq!(r.apply(input).as_deref().unwrap_or(input), want, "{input}");
+        }
+        assert!(Redactor::new(&[RedactRule { pattern: "(".into(), replacement: "".into() }], "f").unwrap_err().0.contains("redact[0]"));
+    }
+}
