@@ -36,6 +36,12 @@ fn text(o: &Output) -> String {
     format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
 }
 
+/// How much later than on a real machine a timed event may come: 1, or REPRODUCER_TEST_SLACK
+/// (scripts/test-kernels sets it for emulated guests, where time runs 10-50x slower).
+fn timing_slack() -> u64 {
+    std::env::var("REPRODUCER_TEST_SLACK").ok().and_then(|v| v.parse().ok()).filter(|&s| s >= 1).unwrap_or(1)
+}
+
 fn link_count() -> usize {
     let out = Command::new("bpftool").args(["link", "list"]).output().expect("bpftool");
     String::from_utf8_lossy(&out.stdout).lines().filter(|l| !l.starts_with(' ') && !l.is_empty()).count()
@@ -206,16 +212,17 @@ command = ["FAULTY", "ticks", "3500"]
 [workload]
 command = {}
 [oracle]
-command = ["sh", "-c", "gap=$(sed -n 's/longest tick gap \\([0-9]*\\) ms/\\1/p' {{workdir}}/n1.log); [ \"$gap\" -ge 1950 ] && [ \"$gap\" -lt 2600 ]"]
+command = ["sh", "-c", "gap=$(sed -n 's/longest tick gap \\([0-9]*\\) ms/\\1/p' {{workdir}}/n1.log); [ \"$gap\" -ge 1950 ] && [ \"$gap\" -lt {late} ]"]
 "#,
-        wait_for("n1", "longest tick gap")
+        wait_for("n1", "longest tick gap"),
+        late = 2000 + 600 * timing_slack(),
     );
     let schedule = "[[faults]]\nnode = \"n1\"\nkind = \"pause\"\nafter_functions = [\"stage_p\"]\nduration_ms = 2000\n";
     let (out, workdir) = replay_and_keep(&scenario, schedule);
     assert!(out.contains("at stage_p"), "{out}");
     let paused = trace_events(&workdir).into_iter().find(|e| e["state"] == "paused").expect("the trace shows the pause");
     let ms = paused["duration_ms"].as_u64().unwrap();
-    assert!((1900..2600).contains(&ms), "paused {ms} ms");
+    assert!((1900..2000 + 600 * timing_slack()).contains(&ms), "paused {ms} ms");
     let _ = std::fs::remove_dir_all(&workdir);
 }
 
@@ -364,7 +371,7 @@ fn profile_counts_benign_failures_and_finds_infrequent_functions() {
         .unwrap_or_else(|| panic!("the benign ENOENT signature, three paths normalized into one: {failures:#?}"));
     assert_eq!((optional["node"].as_str(), optional["syscall"].as_str(), optional["errno"].as_str()), (Some("n1"), Some("openat"), Some("ENOENT")));
     assert_eq!(optional["per_run"], serde_json::json!([3, 3, 3]));
-    assert!(optional["per_second"].as_f64().unwrap() > 0.5);
+    assert!(optional["per_second"].as_f64().unwrap() > 0.5 / timing_slack() as f64);
 
     let syscalls = p["syscalls"].as_array().unwrap();
     let openat = syscalls.iter().find(|s| s["node"] == "n1" && s["syscall"] == "openat").expect("openat counted for n1");
