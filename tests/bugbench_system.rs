@@ -11,16 +11,45 @@ use std::process::Command;
 use common::*;
 
 fn case_value(case: &str, key: &str) -> String {
-    let text = std::fs::read_to_string(workspace_root().join("tests/bugbench").join(case).join("case.toml")).expect("case.toml");
-    let line = text.lines().find(|l| l.split('=').next().map(str::trim) == Some(key)).unwrap_or_else(|| panic!("{case}: no {key}"));
-    line.split_once('=').unwrap().1.trim().trim_matches('"').to_string()
+    let text = std::fs::read_to_string(
+        workspace_root()
+            .join("tests/bugbench")
+            .join(case)
+            .join("case.toml"),
+    )
+    .expect("case.toml");
+    let line = text
+        .lines()
+        .find(|l| l.split('=').next().map(str::trim) == Some(key))
+        .unwrap_or_else(|| panic!("{case}: no {key}"));
+    line.split_once('=')
+        .unwrap()
+        .1
+        .trim()
+        .trim_matches('"')
+        .to_string()
 }
 
 fn assert_nothing_left() {
-    let netns = String::from_utf8_lossy(&Command::new("ip").args(["netns", "list"]).output().unwrap().stdout).to_string();
-    assert!(!netns.lines().any(|l| l.starts_with("rp") || l.starts_with("bb")), "stray network namespaces: {netns}");
+    let netns = String::from_utf8_lossy(
+        &Command::new("ip")
+            .args(["netns", "list"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .to_string();
+    assert!(
+        !netns.lines().any(|l| l.starts_with("rp") || l.starts_with("bb")),
+        "stray network namespaces: {netns}"
+    );
     let mounts = std::fs::read_to_string("/proc/mounts").unwrap();
-    assert!(!mounts.lines().any(|l| l.contains("/tmp/bb-") || l.contains("reproducer-run-")), "stray mounts: {mounts}");
+    assert!(
+        !mounts
+            .lines()
+            .any(|l| l.contains("/tmp/bb-") || l.contains("reproducer-run-")),
+        "stray mounts: {mounts}"
+    );
 }
 
 fn reproduce_case(case: &str) {
@@ -37,12 +66,29 @@ fn reproduce_case(case: &str) {
         Ok(b) => serde_json::from_slice(&b).unwrap(),
         Err(e) => panic!("{case}: no result ({e}); bench-repro exited {status}"),
     };
-    assert!(status.success(), "{case}: bench-repro exited {status}: {result:#}");
+    assert!(
+        status.success(),
+        "{case}: bench-repro exited {status}: {result:#}"
+    );
     assert_eq!(result["reproduced"], true, "{result:#}");
-    let (bugs, runs) = (result["bugs"].as_u64().unwrap(), result["confirm_runs"].as_u64().unwrap());
-    assert!(runs > 0 && bugs as f64 / runs as f64 >= 0.8, "{case}: rate {bugs}/{runs}");
-    assert_eq!(result["faults"], case_value(case, "faults"), "{case}: faults injected");
-    assert_eq!(result["level"].as_u64().unwrap().to_string(), case_value(case, "level"), "{case}: diagnosis level");
+    let (bugs, runs) = (
+        result["bugs"].as_u64().unwrap(),
+        result["confirm_runs"].as_u64().unwrap(),
+    );
+    assert!(
+        runs > 0 && bugs as f64 / runs as f64 >= 0.8,
+        "{case}: rate {bugs}/{runs}"
+    );
+    assert_eq!(
+        result["faults"],
+        case_value(case, "faults"),
+        "{case}: faults injected"
+    );
+    assert_eq!(
+        result["level"].as_u64().unwrap().to_string(),
+        case_value(case, "level"),
+        "{case}: diagnosis level"
+    );
     let report = std::fs::read_to_string(out.path().join(case).join("out/report.md")).unwrap();
     assert!(report.contains("**Reproduced**"), "{report}");
     check_kept_runs(&out.path().join(case).join("out"));
@@ -51,7 +97,8 @@ fn reproduce_case(case: &str) {
 
 /// The runs of the attempts that matter stay (with `"kept": true`), the others are removed.
 fn check_kept_runs(out: &std::path::Path) {
-    let attempts: Vec<serde_json::Value> = serde_json::from_slice(&std::fs::read(out.join("attempts.json")).unwrap()).unwrap();
+    let attempts: Vec<serde_json::Value> =
+        serde_json::from_slice(&std::fs::read(out.join("attempts.json")).unwrap()).unwrap();
     let runs_under = |dir: &std::path::Path| -> Vec<PathBuf> {
         let mut found = Vec::new();
         for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
@@ -59,7 +106,19 @@ fn check_kept_runs(out: &std::path::Path) {
             if e.file_name().to_string_lossy().starts_with("reproducer-run-") {
                 found.push(p);
             } else if p.is_dir() {
-                found.extend(std::fs::read_dir(&p).into_iter().flatten().flatten().map(|e| e.path()).filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("reproducer-run-")));
+                found.extend(
+                    std::fs::read_dir(&p)
+                        .into_iter()
+                        .flatten()
+                        .flatten()
+                        .map(|e| e.path())
+                        .filter(|p| {
+                            p.file_name()
+                                .unwrap()
+                                .to_string_lossy()
+                                .starts_with("reproducer-run-")
+                        }),
+                );
             }
         }
         found
@@ -72,7 +131,8 @@ fn check_kept_runs(out: &std::path::Path) {
         } else {
             assert!(!runs.is_empty(), "attempt {} keeps its runs", a["number"]);
             for r in runs {
-                let run: serde_json::Value = serde_json::from_slice(&std::fs::read(r.join("run.json")).unwrap()).unwrap();
+                let run: serde_json::Value =
+                    serde_json::from_slice(&std::fs::read(r.join("run.json")).unwrap()).unwrap();
                 assert_eq!(run["kept"], true, "{}", r.display());
             }
         }
@@ -80,7 +140,10 @@ fn check_kept_runs(out: &std::path::Path) {
     let last = attempts.last().unwrap();
     assert_eq!(last["runs_pruned"], false, "the last attempt keeps its runs");
     if attempts.len() > 7 {
-        assert!(attempts.iter().any(|a| a["runs_pruned"] == true), "older attempts are pruned");
+        assert!(
+            attempts.iter().any(|a| a["runs_pruned"] == true),
+            "older attempts are pruned"
+        );
     }
 }
 
@@ -99,7 +162,10 @@ fn every_fast_case_is_tested() {
     fast.sort();
     let mut listed: Vec<String> = FAST_CASES.iter().map(|s| s.to_string()).collect();
     listed.sort();
-    assert_eq!(fast, listed, "add a test for each fast case (and list it in FAST_CASES)");
+    assert_eq!(
+        fast, listed,
+        "add a test for each fast case (and list it in FAST_CASES)"
+    );
 }
 
 #[test]

@@ -10,11 +10,18 @@ use std::time::Duration;
 use common::*;
 
 fn reproducer(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_reproducer")).args(args).output().expect("running reproducer")
+    Command::new(env!("CARGO_BIN_EXE_reproducer"))
+        .args(args)
+        .output()
+        .expect("running reproducer")
 }
 
 fn text(o: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
 }
 
 fn eventgen_as(alias: &str) -> PathBuf {
@@ -33,7 +40,11 @@ struct Progs {
 }
 
 fn progs(tag: &str) -> Progs {
-    Progs { sleeper: eventgen_as(&format!("eg_{tag}_s")), reader: eventgen_as(&format!("eg_{tag}_r")), checker: eventgen_as(&format!("eg_{tag}_c")) }
+    Progs {
+        sleeper: eventgen_as(&format!("eg_{tag}_s")),
+        reader: eventgen_as(&format!("eg_{tag}_r")),
+        checker: eventgen_as(&format!("eg_{tag}_c")),
+    }
 }
 
 fn scenario(dir: &Path, p: &Progs, oracle: &str) -> PathBuf {
@@ -68,18 +79,34 @@ command = {oracle}
 fn production_dump(p: &Progs) -> (Daemon, PathBuf) {
     let name = |p: &Path| p.file_name().unwrap().to_str().unwrap().to_string();
     let (s, r, c) = (name(&p.sleeper), name(&p.reader), name(&p.checker));
-    let d = Daemon::start(&["--target-comm", &s, "--target-comm", &r, "--target-comm", &c, "--pause-ms", "300"]);
+    let d = Daemon::start(&[
+        "--target-comm",
+        &s,
+        "--target-comm",
+        &r,
+        "--target-comm",
+        &c,
+        "--pause-ms",
+        "300",
+    ]);
     let mut sleeper = Command::new(&p.sleeper).args(["sleep", "20000"]).spawn().unwrap();
     std::thread::sleep(Duration::from_millis(200));
     unsafe { libc::kill(sleeper.id() as i32, libc::SIGSTOP) };
     std::thread::sleep(Duration::from_millis(700));
     unsafe { libc::kill(sleeper.id() as i32, libc::SIGCONT) };
     std::thread::sleep(Duration::from_millis(100));
-    let status = Command::new(&p.reader).args(["fail-path", "/nonexistent/diag/snapshot.7"]).status().unwrap();
+    let status = Command::new(&p.reader)
+        .args(["fail-path", "/nonexistent/diag/snapshot.7"])
+        .status()
+        .unwrap();
     assert!(status.success());
     unsafe { libc::kill(sleeper.id() as i32, libc::SIGKILL) };
     sleeper.wait().unwrap();
-    let status = Command::new(&p.checker).arg("bogus-mode").stderr(Stdio::null()).status().unwrap();
+    let status = Command::new(&p.checker)
+        .arg("bogus-mode")
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
     assert_eq!(status.code(), Some(2));
     std::thread::sleep(Duration::from_millis(200));
     let dump = d.dump();
@@ -92,11 +119,29 @@ fn diagnosis_tells_faults_from_symptoms_and_maps_nodes() {
     let p = progs("dg");
     let (d, dump) = production_dump(&p);
     let sc = scenario(d.dir.path(), &p, r#"["true"]"#);
-    let out = reproducer(&["diagnose", "--json", "--scenario", sc.to_str().unwrap(), "--trace", dump.to_str().unwrap()]);
+    let out = reproducer(&[
+        "diagnose",
+        "--json",
+        "--scenario",
+        sc.to_str().unwrap(),
+        "--trace",
+        dump.to_str().unwrap(),
+    ]);
     assert!(out.status.success(), "{}", text(&out));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let causes: Vec<&serde_json::Value> = v["candidates"].as_array().unwrap().iter().filter(|c| c["verdict"] == "cause").collect();
-    let of = |kind: &str| causes.iter().filter(|c| c["guess"]["kind"] == kind).copied().collect::<Vec<_>>();
+    let causes: Vec<&serde_json::Value> = v["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["verdict"] == "cause")
+        .collect();
+    let of = |kind: &str| {
+        causes
+            .iter()
+            .filter(|c| c["guess"]["kind"] == kind)
+            .copied()
+            .collect::<Vec<_>>()
+    };
     let pauses = of("pause");
     assert_eq!(pauses.len(), 1, "{causes:#?}");
     assert_eq!(pauses[0]["who"], "sleeper");
@@ -106,20 +151,50 @@ fn diagnosis_tells_faults_from_symptoms_and_maps_nodes() {
     assert_eq!(crashes.len(), 1, "{causes:#?}");
     assert_eq!(crashes[0]["who"], "sleeper");
     assert_eq!(crashes[0]["guess"]["signal"], "SIGKILL");
-    let reads: Vec<_> = of("syscall").into_iter().filter(|c| c["who"] == "reader" && c["guess"]["raw_path"] == "/nonexistent/diag/snapshot.7").collect();
+    let reads: Vec<_> = of("syscall")
+        .into_iter()
+        .filter(|c| c["who"] == "reader" && c["guess"]["raw_path"] == "/nonexistent/diag/snapshot.7")
+        .collect();
     assert_eq!(reads.len(), 1, "{causes:#?}");
     assert_eq!(reads[0]["guess"]["errno"], "ENOENT");
-    assert_eq!(reads[0]["guess"]["path"], "*/snapshot.*", "digits in file names are normalized");
+    assert_eq!(
+        reads[0]["guess"]["path"], "*/snapshot.*",
+        "digits in file names are normalized"
+    );
     // process faults rank before failed syscalls
-    let first_syscall = causes.iter().position(|c| c["guess"]["kind"] == "syscall").unwrap();
-    assert!(causes[..first_syscall].iter().any(|c| c["guess"]["kind"] == "crash"));
+    let first_syscall = causes
+        .iter()
+        .position(|c| c["guess"]["kind"] == "syscall")
+        .unwrap();
+    assert!(causes[..first_syscall]
+        .iter()
+        .any(|c| c["guess"]["kind"] == "crash"));
     let symptoms = v["symptoms"].as_array().unwrap();
-    assert!(symptoms.iter().any(|s| s["who"] == "checker" && s["what"].as_str().unwrap().contains("status 2")), "{symptoms:#?}");
-    assert!(!causes.iter().any(|c| c["who"] == "checker" && c["guess"]["kind"] != "syscall"), "an exit is a symptom, not a fault");
+    assert!(
+        symptoms
+            .iter()
+            .any(|s| s["who"] == "checker" && s["what"].as_str().unwrap().contains("status 2")),
+        "{symptoms:#?}"
+    );
+    assert!(
+        !causes
+            .iter()
+            .any(|c| c["who"] == "checker" && c["guess"]["kind"] != "syscall"),
+        "an exit is a symptom, not a fault"
+    );
     // the text form names the same
-    let out = reproducer(&["diagnose", "--scenario", sc.to_str().unwrap(), "--trace", dump.to_str().unwrap()]);
+    let out = reproducer(&[
+        "diagnose",
+        "--scenario",
+        sc.to_str().unwrap(),
+        "--trace",
+        dump.to_str().unwrap(),
+    ]);
     let t = text(&out);
-    assert!(t.contains("killed by SIGKILL") && t.contains("exited with status 2"), "{t}");
+    assert!(
+        t.contains("killed by SIGKILL") && t.contains("exited with status 2"),
+        "{t}"
+    );
 }
 
 #[test]
@@ -135,33 +210,97 @@ fn bad_input_gets_one_clear_line() {
         let t = text(&out);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {t}");
         assert!(t.contains(needle), "{args:?}: wanted '{needle}' in: {t}");
-        let error_lines = String::from_utf8_lossy(&out.stderr).lines().filter(|l| l.contains("error")).count();
+        let error_lines = String::from_utf8_lossy(&out.stderr)
+            .lines()
+            .filter(|l| l.contains("error"))
+            .count();
         assert_eq!(error_lines, 1, "{t}");
     };
     let bytes = std::fs::read(&dump).unwrap();
     let truncated = dir.join("truncated.tdump");
     std::fs::write(&truncated, &bytes[..bytes.len() / 2]).unwrap();
-    expect_error(&["diagnose", "--trace", truncated.to_str().unwrap()], "truncated or corrupt");
+    expect_error(
+        &["diagnose", "--trace", truncated.to_str().unwrap()],
+        "truncated or corrupt",
+    );
     let foreign = dir.join("foreign.tdump");
     std::fs::write(&foreign, b"PK\x03\x04 this is a zip file, not a dump").unwrap();
-    expect_error(&["diagnose", "--trace", foreign.to_str().unwrap()], "not a tracerd dump");
+    expect_error(
+        &["diagnose", "--trace", foreign.to_str().unwrap()],
+        "not a tracerd dump",
+    );
 
     let other = dir.join("other.toml");
     let other_text = format!("name = \"other\"\n[[nodes]]\nname = \"db\"\ncommand = [\"{}\", \"serve\"]\nmatch = \"--role db\"\n[workload]\ncommand = [\"true\"]\n[oracle]\ncommand = [\"true\"]\n", p.sleeper.display());
     std::fs::write(&other, other_text).unwrap();
-    expect_error(&["diagnose", "--scenario", other.to_str().unwrap(), "--trace", dump_s], "is a node of scenario other");
+    expect_error(
+        &[
+            "diagnose",
+            "--scenario",
+            other.to_str().unwrap(),
+            "--trace",
+            dump_s,
+        ],
+        "is a node of scenario other",
+    );
 
     let profile = dir.join("profile.json");
     std::fs::write(&profile, r#"{"format":"reproducer-profile","version":1,"scenario":"elsewhere","scenario_nodes":{},"runs":1,"run_seconds":[1.0],"infrequent_below_per_s":2.0,"failures":[],"syscalls":[],"functions":[],"dropped":{"events":0,"counters":0},"unmapped_events":0,"unmapped_syscalls":0,"functions_not_attached":[]}"#).unwrap();
-    expect_error(&["diagnose", "--scenario", s, "--profile", profile.to_str().unwrap(), "--trace", dump_s], "made for scenario 'elsewhere'");
+    expect_error(
+        &[
+            "diagnose",
+            "--scenario",
+            s,
+            "--profile",
+            profile.to_str().unwrap(),
+            "--trace",
+            dump_s,
+        ],
+        "made for scenario 'elsewhere'",
+    );
 
     // an oracle that fires without faults stops reproduce before any search run
     let always = scenario(&dir.join("a"), &p, r#"["true"]"#);
     let out_dir = dir.join("out");
-    expect_error(&["reproduce", "--scenario", always.to_str().unwrap(), "--trace", dump_s, "--out", out_dir.to_str().unwrap()], "oracle fires in a fault-free run");
+    expect_error(
+        &[
+            "reproduce",
+            "--scenario",
+            always.to_str().unwrap(),
+            "--trace",
+            dump_s,
+            "--out",
+            out_dir.to_str().unwrap(),
+        ],
+        "oracle fires in a fault-free run",
+    );
     let attempts = std::fs::read_dir(out_dir.join("attempts")).unwrap().count();
     assert_eq!(attempts, 1, "only the fault-free check ran");
     let broken = scenario(&dir.join("b"), &p, r#"["no-such-oracle-program"]"#);
-    expect_error(&["reproduce", "--scenario", broken.to_str().unwrap(), "--trace", dump_s, "--out", out_dir.to_str().unwrap()], "program 'no-such-oracle-program' not found");
-    expect_error(&["reproduce", "--scenario", s, "--trace", dump_s, "--out", out_dir.to_str().unwrap(), "--target-rate", "1.5"], "--target-rate");
+    expect_error(
+        &[
+            "reproduce",
+            "--scenario",
+            broken.to_str().unwrap(),
+            "--trace",
+            dump_s,
+            "--out",
+            out_dir.to_str().unwrap(),
+        ],
+        "program 'no-such-oracle-program' not found",
+    );
+    expect_error(
+        &[
+            "reproduce",
+            "--scenario",
+            s,
+            "--trace",
+            dump_s,
+            "--out",
+            out_dir.to_str().unwrap(),
+            "--target-rate",
+            "1.5",
+        ],
+        "--target-rate",
+    );
 }

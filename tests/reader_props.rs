@@ -50,7 +50,11 @@ static ALLOCATOR: Watching = Watching;
 
 /// Runs `read` on `bytes` written to a file; returns its error text (or None when it read
 /// fine) and the largest allocation it made. A panic fails the property.
-fn read_back<T>(bytes: &[u8], name: &str, read: impl Fn(&Path) -> anyhow::Result<T>) -> (Option<String>, usize) {
+fn read_back<T>(
+    bytes: &[u8],
+    name: &str,
+    read: impl Fn(&Path) -> anyhow::Result<T>,
+) -> (Option<String>, usize) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join(name);
     std::fs::write(&path, bytes).unwrap();
@@ -78,18 +82,46 @@ fn sample_dump() -> Vec<u8> {
         let payload = if i % 3 == 0 {
             Payload::Function { function_id: i % 5 }
         } else {
-            Payload::SyscallFailure { nr: 257, ret: -2, fd: -100, open_id: i, blob }
+            Payload::SyscallFailure {
+                nr: 257,
+                ret: -2,
+                fd: -100,
+                open_id: i,
+                blob,
+            }
         };
-        records.push(Record { ts_ns: 1000 + i, pid: 40 + (i % 4) as u32, tid: 40, comm: *b"app\0\0\0\0\0\0\0\0\0\0\0\0\0", payload });
+        records.push(Record {
+            ts_ns: 1000 + i,
+            pid: 40 + (i % 4) as u32,
+            tid: 40,
+            comm: *b"app\0\0\0\0\0\0\0\0\0\0\0\0\0",
+            payload,
+        });
     }
-    let meta = DumpMeta { format: "tracerd-dump".into(), version: FORMAT_VERSION, event_count: records.len() as u64, ..DumpMeta::default() };
+    let meta = DumpMeta {
+        format: "tracerd-dump".into(),
+        version: FORMAT_VERSION,
+        event_count: records.len() as u64,
+        ..DumpMeta::default()
+    };
     let dir = tempfile::tempdir().unwrap();
-    let path = write_dump(dir.path(), "s.tdump", &DumpContents { meta, records: records.iter().collect(), blobs: blobs.live_bytes() }).unwrap();
+    let path = write_dump(
+        dir.path(),
+        "s.tdump",
+        &DumpContents {
+            meta,
+            records: records.iter().collect(),
+            blobs: blobs.live_bytes(),
+        },
+    )
+    .unwrap();
     std::fs::read(path).unwrap()
 }
 
 fn read_dump(bytes: &[u8]) -> (Option<String>, usize) {
-    read_back(bytes, "d.tdump", |p| tracerd::dump::Dump::read(p).map(|d| d.events().len()))
+    read_back(bytes, "d.tdump", |p| {
+        tracerd::dump::Dump::read(p).map(|d| d.events().len())
+    })
 }
 
 fn dump_bytes() -> &'static [u8] {
@@ -101,7 +133,10 @@ fn assert_named_error(outcome: (Option<String>, usize), name: &str, len: usize) 
     let (err, largest) = outcome;
     let err = err.expect("a damaged file must not read");
     assert!(err.contains(name), "the error names the file: {err}");
-    assert!(largest <= WINDOW + 64 * len + 4096, "allocated {largest} bytes reading a {len}-byte file");
+    assert!(
+        largest <= WINDOW + 64 * len + 4096,
+        "allocated {largest} bytes reading a {len}-byte file"
+    );
 }
 
 proptest! {
@@ -201,7 +236,10 @@ fn schedule_text() -> String {
 }
 
 fn profile_bytes() -> Vec<u8> {
-    let scenario = reproducer::model::scenario::Scenario::load(&workspace().join("tests/bugbench/nth-connect/scenario.toml")).unwrap();
+    let scenario = reproducer::model::scenario::Scenario::load(
+        &workspace().join("tests/bugbench/nth-connect/scenario.toml"),
+    )
+    .unwrap();
     let profile = reproducer::analysis::profile::aggregate(&scenario, &[], &[], 0.5);
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("p.json");
@@ -212,9 +250,28 @@ fn profile_bytes() -> Vec<u8> {
 #[test]
 fn samples_read_when_undamaged() {
     assert_eq!(read_dump(dump_bytes()).0, None, "the sample dump reads");
-    assert_eq!(read_back(scenario_text().as_bytes(), "s.toml", reproducer::model::scenario::Scenario::load).0, None);
-    assert_eq!(read_back(schedule_text().as_bytes(), "f.toml", reproducer::model::schedule::Schedule::load).0, None);
-    assert_eq!(read_back(&profile_bytes(), "p.json", reproducer::analysis::profile::load).0, None);
+    assert_eq!(
+        read_back(
+            scenario_text().as_bytes(),
+            "s.toml",
+            reproducer::model::scenario::Scenario::load
+        )
+        .0,
+        None
+    );
+    assert_eq!(
+        read_back(
+            schedule_text().as_bytes(),
+            "f.toml",
+            reproducer::model::schedule::Schedule::load
+        )
+        .0,
+        None
+    );
+    assert_eq!(
+        read_back(&profile_bytes(), "p.json", reproducer::analysis::profile::load).0,
+        None
+    );
 }
 
 #[test]

@@ -29,31 +29,66 @@ fn files(scenario: &str, schedule: &str) -> (tempfile::TempDir, PathBuf, PathBuf
 }
 
 fn reproducer(args: &[&str]) -> Output {
-    Command::new(reproducer_bin()).args(args).output().expect("running reproducer")
+    Command::new(reproducer_bin())
+        .args(args)
+        .output()
+        .expect("running reproducer")
 }
 
 fn text(o: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
 }
 
 /// How much later than on a real machine a timed event may come: 1, or REPRODUCER_TEST_SLACK
 /// (scripts/test-kernels sets it for emulated guests, where time runs 10-50x slower).
 fn timing_slack() -> u64 {
-    std::env::var("REPRODUCER_TEST_SLACK").ok().and_then(|v| v.parse().ok()).filter(|&s| s >= 1).unwrap_or(1)
+    std::env::var("REPRODUCER_TEST_SLACK")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&s| s >= 1)
+        .unwrap_or(1)
 }
 
 fn link_count() -> usize {
-    let out = Command::new("bpftool").args(["link", "list"]).output().expect("bpftool");
-    String::from_utf8_lossy(&out.stdout).lines().filter(|l| !l.starts_with(' ') && !l.is_empty()).count()
+    let out = Command::new("bpftool")
+        .args(["link", "list"])
+        .output()
+        .expect("bpftool");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| !l.starts_with(' ') && !l.is_empty())
+        .count()
 }
 
 fn assert_clean(links_before: usize) {
-    let netns = String::from_utf8_lossy(&Command::new("ip").args(["netns", "list"]).output().unwrap().stdout).to_string();
-    assert!(!netns.lines().any(|l| l.starts_with("rp")), "stray network namespaces: {netns}");
-    let links = String::from_utf8_lossy(&Command::new("ip").args(["-o", "link"]).output().unwrap().stdout).to_string();
-    assert!(!links.lines().any(|l| l.contains(": rpb") || l.contains(": rp")), "stray interfaces: {links}");
+    let netns = String::from_utf8_lossy(
+        &Command::new("ip")
+            .args(["netns", "list"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .to_string();
+    assert!(
+        !netns.lines().any(|l| l.starts_with("rp")),
+        "stray network namespaces: {netns}"
+    );
+    let links = String::from_utf8_lossy(&Command::new("ip").args(["-o", "link"]).output().unwrap().stdout)
+        .to_string();
+    assert!(
+        !links.lines().any(|l| l.contains(": rpb") || l.contains(": rp")),
+        "stray interfaces: {links}"
+    );
     let procs = Command::new("pgrep").args(["-x", "faulty"]).output().unwrap();
-    assert!(procs.stdout.is_empty(), "stray processes: {}", String::from_utf8_lossy(&procs.stdout));
+    assert!(
+        procs.stdout.is_empty(),
+        "stray processes: {}",
+        String::from_utf8_lossy(&procs.stdout)
+    );
     // links are released asynchronously after the process exits
     for _ in 0..50 {
         if link_count() <= links_before {
@@ -68,18 +103,40 @@ fn assert_clean(links_before: usize) {
 /// REPRODUCER_TEST_RUNS replaces the 10 (scripts/test-kernels: fewer runs in emulated guests).
 fn replay_and_keep(scenario: &str, schedule: &str) -> (String, PathBuf) {
     require_root();
-    let runs: u32 = std::env::var("REPRODUCER_TEST_RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(10);
+    let runs: u32 = std::env::var("REPRODUCER_TEST_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10);
     let links = link_count();
     let (_dir, sc, sch) = files(scenario, schedule);
-    let out = reproducer(&["replay", "--scenario", sc.to_str().unwrap(), "--schedule", sch.to_str().unwrap(), "--runs", &runs.to_string()]);
+    let out = reproducer(&[
+        "replay",
+        "--scenario",
+        sc.to_str().unwrap(),
+        "--schedule",
+        sch.to_str().unwrap(),
+        "--runs",
+        &runs.to_string(),
+    ]);
     let t = text(&out);
     assert!(t.contains(&format!("replay rate: {runs}/{runs}")), "{t}");
     assert!(out.status.success());
     assert_clean(links);
-    let out = reproducer(&["run", "--scenario", sc.to_str().unwrap(), "--schedule", sch.to_str().unwrap(), "--keep"]);
+    let out = reproducer(&[
+        "run",
+        "--scenario",
+        sc.to_str().unwrap(),
+        "--schedule",
+        sch.to_str().unwrap(),
+        "--keep",
+    ]);
     let t = text(&out);
     assert!(out.status.success(), "{t}");
-    let workdir = t.lines().find_map(|l| l.strip_prefix("run directory: ")).map(PathBuf::from).expect("run directory printed");
+    let workdir = t
+        .lines()
+        .find_map(|l| l.strip_prefix("run directory: "))
+        .map(PathBuf::from)
+        .expect("run directory printed");
     assert_clean(links);
     (t, workdir)
 }
@@ -96,7 +153,9 @@ fn trace_events(workdir: &Path) -> Vec<serde_json::Value> {
 
 /// A workload that waits until NODE's log contains TEXT (at most 10 s).
 fn wait_for(node: &str, needle: &str) -> String {
-    format!(r#"["sh", "-c", "for i in $(seq 200); do grep -q '{needle}' {{workdir}}/{node}.log && exit 0; sleep 0.05; done; exit 1"]"#)
+    format!(
+        r#"["sh", "-c", "for i in $(seq 200); do grep -q '{needle}' {{workdir}}/{node}.log && exit 0; sleep 0.05; done; exit 1"]"#
+    )
 }
 
 #[test]
@@ -118,9 +177,19 @@ command = ["sh", "-c", "grep -q 'write 3 to a: No space' {{workdir}}/n1.log && [
     let (out, workdir) = replay_and_keep(&scenario, schedule);
     assert!(out.contains("faults fired: 1/1"), "{out}");
     let n1 = log(&workdir, "n1");
-    assert!(n1.contains("write 2 to a: ok") && n1.contains("write 4 to a: ok") && n1.contains("write 3 to b: ok"), "{n1}");
-    let failed: Vec<_> = trace_events(&workdir).into_iter().filter(|e| e["kind"] == "syscall_failure" && e["syscall"] == "write").collect();
-    assert_eq!(failed.len(), 1, "the run's trace shows exactly the injected failure: {failed:#?}");
+    assert!(
+        n1.contains("write 2 to a: ok") && n1.contains("write 4 to a: ok") && n1.contains("write 3 to b: ok"),
+        "{n1}"
+    );
+    let failed: Vec<_> = trace_events(&workdir)
+        .into_iter()
+        .filter(|e| e["kind"] == "syscall_failure" && e["syscall"] == "write")
+        .collect();
+    assert_eq!(
+        failed.len(),
+        1,
+        "the run's trace shows exactly the injected failure: {failed:#?}"
+    );
     assert_eq!(failed[0]["errno"], "ENOSPC");
     assert!(failed[0]["path"].as_str().unwrap().ends_with("/n1/a"));
     let _ = std::fs::remove_dir_all(&workdir);
@@ -163,7 +232,9 @@ command = ["sh", "-c", "grep -q 'h done' {{workdir}}/n1.log && ! grep -q 'g ente
     let schedule = "[[faults]]\nnode = \"n1\"\nkind = \"crash\"\nafter_functions = [\"stage_g\"]\n";
     let (out, workdir) = replay_and_keep(&scenario, schedule);
     assert!(out.contains("at stage_g"), "{out}");
-    let killed = trace_events(&workdir).into_iter().any(|e| e["state"] == "killed" && e["signal"] == "SIGKILL");
+    let killed = trace_events(&workdir)
+        .into_iter()
+        .any(|e| e["state"] == "killed" && e["signal"] == "SIGKILL");
     assert!(killed, "the trace shows the kill");
     let _ = std::fs::remove_dir_all(&workdir);
 }
@@ -196,7 +267,9 @@ command = ["sh", "-c", "grep -q 'k first half' {{workdir}}/n1.log && ! grep -q '
 "#,
         wait_for("n1", "k first half")
     );
-    let schedule = format!("[[faults]]\nnode = \"n1\"\nkind = \"crash\"\nafter_functions = [\"stage_k\"]\noffset = {offset}\n");
+    let schedule = format!(
+        "[[faults]]\nnode = \"n1\"\nkind = \"crash\"\nafter_functions = [\"stage_k\"]\noffset = {offset}\n"
+    );
     let (out, workdir) = replay_and_keep(&scenario, &schedule);
     assert!(out.contains(&format!("at stage_k+{offset}")), "{out}");
     let _ = std::fs::remove_dir_all(&workdir);
@@ -217,12 +290,19 @@ command = ["sh", "-c", "gap=$(sed -n 's/longest tick gap \\([0-9]*\\) ms/\\1/p' 
         wait_for("n1", "longest tick gap"),
         late = 2000 + 600 * timing_slack(),
     );
-    let schedule = "[[faults]]\nnode = \"n1\"\nkind = \"pause\"\nafter_functions = [\"stage_p\"]\nduration_ms = 2000\n";
+    let schedule =
+        "[[faults]]\nnode = \"n1\"\nkind = \"pause\"\nafter_functions = [\"stage_p\"]\nduration_ms = 2000\n";
     let (out, workdir) = replay_and_keep(&scenario, schedule);
     assert!(out.contains("at stage_p"), "{out}");
-    let paused = trace_events(&workdir).into_iter().find(|e| e["state"] == "paused").expect("the trace shows the pause");
+    let paused = trace_events(&workdir)
+        .into_iter()
+        .find(|e| e["state"] == "paused")
+        .expect("the trace shows the pause");
     let ms = paused["duration_ms"].as_u64().unwrap();
-    assert!((1900..2000 + 600 * timing_slack()).contains(&ms), "paused {ms} ms");
+    assert!(
+        (1900..2000 + 600 * timing_slack()).contains(&ms),
+        "paused {ms} ms"
+    );
     let _ = std::fs::remove_dir_all(&workdir);
 }
 
@@ -250,10 +330,18 @@ command = ["sh", "-c", "w=$(sed -n 's/worst rtt \\([0-9]*\\) ms/\\1/p' {{workdir
     // after the connect: a partition before it would only delay the handshake
     let schedule = "[[faults]]\nnode = \"client\"\nkind = \"partition\"\npeers = [\"server\"]\nduration_ms = 3000\nafter_functions = [\"stage_c\"]\n";
     let (out, workdir) = replay_and_keep(&scenario, schedule);
-    assert!(out.contains("fault 1 partition on client") && out.contains("at stage_c"), "{out}");
+    assert!(
+        out.contains("fault 1 partition on client") && out.contains("at stage_c"),
+        "{out}"
+    );
     let client = log(&workdir, "client");
-    assert!(client.contains("worst rtt"), "the connection recovered after the partition: {client}");
-    let gap = trace_events(&workdir).into_iter().any(|e| e["kind"] == "network_gap" && e["duration_ms"].as_u64().unwrap_or(0) >= 2500);
+    assert!(
+        client.contains("worst rtt"),
+        "the connection recovered after the partition: {client}"
+    );
+    let gap = trace_events(&workdir)
+        .into_iter()
+        .any(|e| e["kind"] == "network_gap" && e["duration_ms"].as_u64().unwrap_or(0) >= 2500);
     assert!(gap, "the trace shows the silence");
     let _ = std::fs::remove_dir_all(&workdir);
 }
@@ -346,14 +434,27 @@ fn profile_counts_benign_failures_and_finds_infrequent_functions() {
     let scratch = profile_scratch_dirs();
     let (dir, sc, _) = files(&profile_scenario(r#"["false"]"#), "");
     let out_path = dir.path().join("profile.json");
-    let out = reproducer(&["profile", "--scenario", sc.to_str().unwrap(), "--out", out_path.to_str().unwrap()]);
+    let out = reproducer(&[
+        "profile",
+        "--scenario",
+        sc.to_str().unwrap(),
+        "--out",
+        out_path.to_str().unwrap(),
+    ]);
     let t = text(&out);
     assert!(out.status.success(), "{t}");
     let list_path = dir.path().join("profile.functions");
-    assert!(t.contains(&format!("infrequent functions: {}", list_path.display())), "{t}");
+    assert!(
+        t.contains(&format!("infrequent functions: {}", list_path.display())),
+        "{t}"
+    );
     assert!(t.contains("profile: 3 runs"), "{t}");
     assert_clean(links);
-    assert_eq!(profile_scratch_dirs(), scratch, "the runs' scratch directory is removed");
+    assert_eq!(
+        profile_scratch_dirs(),
+        scratch,
+        "the runs' scratch directory is removed"
+    );
 
     let p: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&out_path).unwrap()).unwrap();
     assert_eq!(p["format"], "reproducer-profile");
@@ -361,24 +462,56 @@ fn profile_counts_benign_failures_and_finds_infrequent_functions() {
     assert_eq!(p["scenario"], "profiled");
     assert_eq!(p["runs"], 3);
     assert_eq!(p["run_seconds"].as_array().unwrap().len(), 3);
-    assert!(p["run_seconds"].as_array().unwrap().iter().all(|s| s.as_f64().unwrap() >= 1.5), "{}", p["run_seconds"]);
+    assert!(
+        p["run_seconds"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|s| s.as_f64().unwrap() >= 1.5),
+        "{}",
+        p["run_seconds"]
+    );
     assert_eq!(p["scenario_nodes"]["n1"][1], "profile");
 
     let failures = p["failures"].as_array().unwrap();
     let optional = failures
         .iter()
         .find(|f| f["path"] == "*/optional-*.conf")
-        .unwrap_or_else(|| panic!("the benign ENOENT signature, three paths normalized into one: {failures:#?}"));
-    assert_eq!((optional["node"].as_str(), optional["syscall"].as_str(), optional["errno"].as_str()), (Some("n1"), Some("openat"), Some("ENOENT")));
+        .unwrap_or_else(|| {
+            panic!("the benign ENOENT signature, three paths normalized into one: {failures:#?}")
+        });
+    assert_eq!(
+        (
+            optional["node"].as_str(),
+            optional["syscall"].as_str(),
+            optional["errno"].as_str()
+        ),
+        (Some("n1"), Some("openat"), Some("ENOENT"))
+    );
     assert_eq!(optional["per_run"], serde_json::json!([3, 3, 3]));
     assert!(optional["per_second"].as_f64().unwrap() > 0.5 / timing_slack() as f64);
 
     let syscalls = p["syscalls"].as_array().unwrap();
-    let openat = syscalls.iter().find(|s| s["node"] == "n1" && s["syscall"] == "openat").expect("openat counted for n1");
-    assert!(openat["per_run"].as_array().unwrap().iter().all(|n| n.as_u64().unwrap() >= 3), "{openat}");
+    let openat = syscalls
+        .iter()
+        .find(|s| s["node"] == "n1" && s["syscall"] == "openat")
+        .expect("openat counted for n1");
+    assert!(
+        openat["per_run"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|n| n.as_u64().unwrap() >= 3),
+        "{openat}"
+    );
 
     let functions = p["functions"].as_array().unwrap();
-    let function = |name: &str| functions.iter().find(|f| f["symbol"] == name).unwrap_or_else(|| panic!("{name} profiled: {functions:#?}"));
+    let function = |name: &str| {
+        functions
+            .iter()
+            .find(|f| f["symbol"] == name)
+            .unwrap_or_else(|| panic!("{name} profiled: {functions:#?}"))
+    };
     let binary = std::fs::canonicalize(faulty()).unwrap().display().to_string();
     let once = function("stage_once");
     assert_eq!(once["per_run"], serde_json::json!([1, 1, 1]));
@@ -388,20 +521,32 @@ fn profile_counts_benign_failures_and_finds_infrequent_functions() {
     let hot = function("stage_hot");
     assert_eq!(hot["per_run"], serde_json::json!([20000, 20000, 20000]));
     assert_eq!(hot["infrequent"], false);
-    assert_eq!(function("stage_g")["per_run"], serde_json::json!([0, 0, 0]), "never called in this mode");
+    assert_eq!(
+        function("stage_g")["per_run"],
+        serde_json::json!([0, 0, 0]),
+        "never called in this mode"
+    );
     assert_eq!(p["dropped"]["events"], 0);
 
     let list = std::fs::read_to_string(&list_path).unwrap();
     let lines: Vec<&str> = list.lines().filter(|l| !l.starts_with('#')).collect();
     assert!(lines.contains(&format!("{binary}:stage_once").as_str()), "{list}");
     assert!(!list.contains("stage_hot"), "{list}");
-    assert!(lines.iter().all(|l| l.starts_with(&format!("{binary}:"))), "{list}");
+    assert!(
+        lines.iter().all(|l| l.starts_with(&format!("{binary}:"))),
+        "{list}"
+    );
 
     // the list is what production tracerd reads (its `functions` setting)
-    let config = tracerd::config::Config { functions: Some(list_path.clone()), ..Default::default() };
+    let config = tracerd::config::Config {
+        functions: Some(list_path.clone()),
+        ..Default::default()
+    };
     let specs = config.function_specs().expect("tracerd reads the list");
     assert_eq!(specs.len(), lines.len());
-    assert!(specs.iter().any(|f| f.symbol == "stage_once" && f.binary.display().to_string() == binary));
+    assert!(specs
+        .iter()
+        .any(|f| f.symbol == "stage_once" && f.binary.display().to_string() == binary));
 }
 
 #[test]
@@ -410,7 +555,15 @@ fn profile_refuses_an_oracle_that_fires_without_faults() {
     let links = link_count();
     let (dir, sc, _) = files(&profile_scenario(r#"["true"]"#), "");
     let out_path = dir.path().join("profile.json");
-    let out = reproducer(&["profile", "--scenario", sc.to_str().unwrap(), "--runs", "2", "--out", out_path.to_str().unwrap()]);
+    let out = reproducer(&[
+        "profile",
+        "--scenario",
+        sc.to_str().unwrap(),
+        "--runs",
+        "2",
+        "--out",
+        out_path.to_str().unwrap(),
+    ]);
     let t = text(&out);
     assert_eq!(out.status.code(), Some(2), "{t}");
     assert!(t.contains("oracle fired in fault-free run 1 of 2"), "{t}");
@@ -423,14 +576,32 @@ fn bad_schedule_names_file_line_and_field() {
     require_root();
     let scenario = "name = \"s\"\n[[nodes]]\nname = \"n1\"\ncommand = [\"true\"]\n[workload]\ncommand = [\"true\"]\n[oracle]\ncommand = [\"true\"]\n";
     for (schedule, needle) in [
-        ("[[faults]]\nnode = \"n1\"\nkind = \"syscall\"\nsyscall = \"wrte\"\nerrno = \"ENOSPC\"\n", "line 4"),
+        (
+            "[[faults]]\nnode = \"n1\"\nkind = \"syscall\"\nsyscall = \"wrte\"\nerrno = \"ENOSPC\"\n",
+            "line 4",
+        ),
         ("[[faults]]\nnode = \"n9\"\nkind = \"crash\"\n", "n9"),
-        ("[[faults]]\nnode = \"n1\"\nkind = \"crash\"\nsignal = \"SIGNOPE\"\n", "SIGNOPE"),
-        ("[[faults]]\nnode = \"n1\"\nkind = \"crash\"\nbogus = 1\n", "bogus"),
-        ("[[faults]]\nnode = \"n1\"\nkind = \"syscall\"\nsyscall = \"write\"\nerrno = \"EWHAT\"\n", "EWHAT"),
+        (
+            "[[faults]]\nnode = \"n1\"\nkind = \"crash\"\nsignal = \"SIGNOPE\"\n",
+            "SIGNOPE",
+        ),
+        (
+            "[[faults]]\nnode = \"n1\"\nkind = \"crash\"\nbogus = 1\n",
+            "bogus",
+        ),
+        (
+            "[[faults]]\nnode = \"n1\"\nkind = \"syscall\"\nsyscall = \"write\"\nerrno = \"EWHAT\"\n",
+            "EWHAT",
+        ),
     ] {
         let (_d, sc, sch) = files(scenario, schedule);
-        let out = reproducer(&["run", "--scenario", sc.to_str().unwrap(), "--schedule", sch.to_str().unwrap()]);
+        let out = reproducer(&[
+            "run",
+            "--scenario",
+            sc.to_str().unwrap(),
+            "--schedule",
+            sch.to_str().unwrap(),
+        ]);
         let t = text(&out);
         assert!(!out.status.success(), "{schedule}");
         assert!(t.contains("schedule.toml") && t.contains(needle), "{t}");
@@ -447,7 +618,10 @@ fn node_that_never_becomes_ready_shows_its_log() {
     let out = reproducer(&["run", "--scenario", sc.to_str().unwrap()]);
     let t = text(&out);
     assert!(!out.status.success());
-    assert!(t.contains("never became ready") && t.contains("config broken"), "{t}");
+    assert!(
+        t.contains("never became ready") && t.contains("config broken"),
+        "{t}"
+    );
     assert_clean(links);
 }
 
@@ -462,15 +636,33 @@ fn a_node_that_a_fault_keeps_from_starting_is_a_result() {
     let schedule = "[[faults]]\nnode = \"n1\"\nkind = \"syscall\"\nsyscall = \"openat\"\nerrno = \"EACCES\"\npath = \"{workdir}/n1/conf\"\n";
     let links = link_count();
     let (_d, sc, sch) = files(scenario, schedule);
-    let out = reproducer(&["run", "--scenario", sc.to_str().unwrap(), "--schedule", sch.to_str().unwrap(), "--keep"]);
+    let out = reproducer(&[
+        "run",
+        "--scenario",
+        sc.to_str().unwrap(),
+        "--schedule",
+        sch.to_str().unwrap(),
+        "--keep",
+    ]);
     let t = text(&out);
     assert!(out.status.success(), "a result, not an error: {t}");
-    assert!(t.contains("bug: no — node n1 exited") && t.contains("before it was ready"), "{t}");
+    assert!(
+        t.contains("bug: no — node n1 exited") && t.contains("before it was ready"),
+        "{t}"
+    );
     assert!(t.contains("fault 1 fired in pid"), "{t}");
     assert!(t.contains("faults fired: 1/1"), "{t}");
-    let workdir = t.lines().find_map(|l| l.strip_prefix("run directory: ")).map(PathBuf::from).expect("run directory printed");
-    let run: serde_json::Value = serde_json::from_slice(&std::fs::read(workdir.join("run.json")).unwrap()).unwrap();
-    assert!(run["not_started"].as_str().unwrap().contains("node n1"), "{run:#}");
+    let workdir = t
+        .lines()
+        .find_map(|l| l.strip_prefix("run directory: "))
+        .map(PathBuf::from)
+        .expect("run directory printed");
+    let run: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(workdir.join("run.json")).unwrap()).unwrap();
+    assert!(
+        run["not_started"].as_str().unwrap().contains("node n1"),
+        "{run:#}"
+    );
     let _ = std::fs::remove_dir_all(&workdir);
     assert_clean(links);
 }
@@ -481,7 +673,10 @@ fn sigint_mid_run_leaves_nothing_behind() {
     let scenario = "name = \"s\"\nrun_timeout_s = 60\n[[nodes]]\nname = \"a\"\ncommand = [\"FAULTY\", \"serve\", \"7000\"]\naddress = \"10.219.1.11\"\n[[nodes]]\nname = \"b\"\ncommand = [\"FAULTY\", \"ticks\", \"60000\"]\naddress = \"10.219.1.12\"\n[workload]\ncommand = [\"sleep\", \"60\"]\n[oracle]\ncommand = [\"true\"]\n";
     let links = link_count();
     let (_d, sc, _) = files(scenario, "");
-    let mut child = Command::new(reproducer_bin()).args(["run", "--scenario", sc.to_str().unwrap()]).spawn().unwrap();
+    let mut child = Command::new(reproducer_bin())
+        .args(["run", "--scenario", sc.to_str().unwrap()])
+        .spawn()
+        .unwrap();
     std::thread::sleep(Duration::from_millis(1500));
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let status = child.wait().unwrap();
@@ -504,10 +699,21 @@ command = ["sleep", "1.5"]
 command = ["sh", "-c", "! grep -q done {workdir}/n1.log && [ ! -e {workdir}/snapshot-0 ]"]
 "#
     .replace("GONODE", &gonode);
-    let schedule = "[[faults]]\nnode = \"n1\"\nkind = \"crash\"\nafter_functions = [\"main.(*store).storeSnapshot\"]\n";
+    let schedule =
+        "[[faults]]\nnode = \"n1\"\nkind = \"crash\"\nafter_functions = [\"main.(*store).storeSnapshot\"]\n";
     let (dir, sc, sch) = files(&scenario, schedule);
     let out_path = dir.path().join("profile.json");
-    let out = reproducer(&["profile", "--scenario", sc.to_str().unwrap(), "--runs", "2", "--functions-from", "main.*", "--out", out_path.to_str().unwrap()]);
+    let out = reproducer(&[
+        "profile",
+        "--scenario",
+        sc.to_str().unwrap(),
+        "--runs",
+        "2",
+        "--functions-from",
+        "main.*",
+        "--out",
+        out_path.to_str().unwrap(),
+    ]);
     let t = text(&out);
     assert!(out.status.success(), "{t}");
     let p: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&out_path).unwrap()).unwrap();
@@ -518,13 +724,37 @@ command = ["sh", "-c", "! grep -q done {workdir}/n1.log && [ ! -e {workdir}/snap
         .unwrap_or_else(|| panic!("the Go method is a candidate of the stripped binary: {functions:#?}"));
     // a call that grows the goroutine's stack runs the function's entry twice (Go restarts
     // the function after growing the stack), so a run may count one call more
-    let counts: Vec<u64> = snapshot["per_run"].as_array().unwrap().iter().map(|n| n.as_u64().unwrap()).collect();
-    assert!(counts.len() == 2 && counts.iter().all(|&n| (5..=7).contains(&n)), "{counts:?}");
-    assert_eq!(snapshot["binary"], std::fs::canonicalize(&gonode).unwrap().display().to_string());
-    assert!(functions.iter().all(|f| f["symbol"].as_str().unwrap().starts_with("main.")), "{functions:#?}");
+    let counts: Vec<u64> = snapshot["per_run"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_u64().unwrap())
+        .collect();
+    assert!(
+        counts.len() == 2 && counts.iter().all(|&n| (5..=7).contains(&n)),
+        "{counts:?}"
+    );
+    assert_eq!(
+        snapshot["binary"],
+        std::fs::canonicalize(&gonode).unwrap().display().to_string()
+    );
+    assert!(
+        functions
+            .iter()
+            .all(|f| f["symbol"].as_str().unwrap().starts_with("main.")),
+        "{functions:#?}"
+    );
     assert_clean(links);
 
-    let out = reproducer(&["replay", "--scenario", sc.to_str().unwrap(), "--schedule", sch.to_str().unwrap(), "--runs", "3"]);
+    let out = reproducer(&[
+        "replay",
+        "--scenario",
+        sc.to_str().unwrap(),
+        "--schedule",
+        sch.to_str().unwrap(),
+        "--runs",
+        "3",
+    ]);
     let t = text(&out);
     assert!(out.status.success() && t.contains("replay rate: 3/3"), "{t}");
     assert_clean(links);
@@ -554,36 +784,78 @@ command = ["false"]
     );
     let (dir, sc, _) = files(&scenario, "");
     let out_path = dir.path().join("profile.json");
-    let out = reproducer(&["profile", "--scenario", sc.to_str().unwrap(), "--runs", "1", "--out", out_path.to_str().unwrap()]);
+    let out = reproducer(&[
+        "profile",
+        "--scenario",
+        sc.to_str().unwrap(),
+        "--runs",
+        "1",
+        "--out",
+        out_path.to_str().unwrap(),
+    ]);
     let t = text(&out);
     assert!(out.status.success(), "{t}");
-    assert!(t.contains("repeated with the functions of the programs the nodes really run"), "{t}");
+    assert!(
+        t.contains("repeated with the functions of the programs the nodes really run"),
+        "{t}"
+    );
     assert!(!t.contains("WARNING"), "{t}");
     let p: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&out_path).unwrap()).unwrap();
     let binary = std::fs::canonicalize(faulty()).unwrap().display().to_string();
     for node in ["n1", "n2", "n3"] {
-        assert_eq!(p["programs"][node], serde_json::json!([binary]), "{node}: the wrapper is ignored: {}", p["programs"]);
+        assert_eq!(
+            p["programs"][node],
+            serde_json::json!([binary]),
+            "{node}: the wrapper is ignored: {}",
+            p["programs"]
+        );
     }
     let functions = p["functions"].as_array().unwrap();
-    let once = functions.iter().find(|f| f["symbol"] == "stage_once").unwrap_or_else(|| panic!("{functions:#?}"));
-    assert_eq!(once["per_run"], serde_json::json!([3]), "one call in each of the three nodes");
+    let once = functions
+        .iter()
+        .find(|f| f["symbol"] == "stage_once")
+        .unwrap_or_else(|| panic!("{functions:#?}"));
+    assert_eq!(
+        once["per_run"],
+        serde_json::json!([3]),
+        "one call in each of the three nodes"
+    );
     assert_eq!(once["binary"], binary.as_str());
     assert_eq!(p["runs"], 1);
     assert_clean(links);
 
     // nothing to count: loud, with the reason
     for (command, patterns, why) in [
-        (r#"["sh", "-c", "i=0; while [ $i -lt 50 ]; do i=$((i+1)); done"]"#, vec![], "node n1 runs only wrappers"),
-        (r#"["FAULTY", "profile", "{workdir}/n1", "100"]"#, vec!["--functions-from", "no_such_*"], "--functions-from matched none"),
+        (
+            r#"["sh", "-c", "i=0; while [ $i -lt 50 ]; do i=$((i+1)); done"]"#,
+            vec![],
+            "node n1 runs only wrappers",
+        ),
+        (
+            r#"["FAULTY", "profile", "{workdir}/n1", "100"]"#,
+            vec!["--functions-from", "no_such_*"],
+            "--functions-from matched none",
+        ),
     ] {
         let scenario = format!("name = \"none\"\n[[nodes]]\nname = \"n1\"\ncommand = {command}\n[workload]\ncommand = [\"sleep\", \"0.5\"]\n[oracle]\ncommand = [\"false\"]\n");
         let (dir, sc, _) = files(&scenario, "");
         let out_path = dir.path().join("profile.json");
-        let mut args = vec!["profile", "--scenario", sc.to_str().unwrap(), "--runs", "1", "--out", out_path.to_str().unwrap()];
+        let mut args = vec![
+            "profile",
+            "--scenario",
+            sc.to_str().unwrap(),
+            "--runs",
+            "1",
+            "--out",
+            out_path.to_str().unwrap(),
+        ];
         args.extend(patterns);
         let out = reproducer(&args);
         let t = text(&out);
-        assert!(t.contains("WARNING: 0 candidate functions") && t.contains(why), "{t}");
+        assert!(
+            t.contains("WARNING: 0 candidate functions") && t.contains(why),
+            "{t}"
+        );
     }
     assert_clean(links);
 }
@@ -612,15 +884,34 @@ command = ["sh", "-c", "grep -q 'write 3 to a: No space' {{workdir}}/n1.log"]
     let schedule = "[[faults]]\nnode = \"n1\"\nkind = \"syscall\"\nsyscall = \"write\"\nerrno = \"ENOSPC\"\npath = \"{workdir}/n1/a\"\nnth = 3\n";
     let (_out, workdir) = replay_and_keep(&scenario, schedule);
     use std::os::unix::fs::MetadataExt;
-    assert_eq!(std::fs::read_to_string(workdir.join("n1/setup-user")).unwrap().trim(), "nobody");
-    assert_eq!(std::fs::metadata(workdir.join("n1")).unwrap().uid(), 65534, "{{workdir}}/n1 belongs to the node's user");
-    assert_eq!(std::fs::metadata(workdir.join("n1/a")).unwrap().uid(), 65534, "the node wrote as nobody");
+    assert_eq!(
+        std::fs::read_to_string(workdir.join("n1/setup-user"))
+            .unwrap()
+            .trim(),
+        "nobody"
+    );
+    assert_eq!(
+        std::fs::metadata(workdir.join("n1")).unwrap().uid(),
+        65534,
+        "{{workdir}}/n1 belongs to the node's user"
+    );
+    assert_eq!(
+        std::fs::metadata(workdir.join("n1/a")).unwrap().uid(),
+        65534,
+        "the node wrote as nobody"
+    );
     let _ = std::fs::remove_dir_all(&workdir);
 
     // a setup step that fails or hangs is a scenario error naming the step, with its log
     for (step, needle) in [
-        ("command = [\"sh\", \"-c\", \"echo initdb: cannot create the data directory; exit 3\"]", "setup 1 (sh -c echo initdb"),
-        ("command = [\"sleep\", \"30\"]\ntimeout_s = 1", "did not finish within 1 s"),
+        (
+            "command = [\"sh\", \"-c\", \"echo initdb: cannot create the data directory; exit 3\"]",
+            "setup 1 (sh -c echo initdb",
+        ),
+        (
+            "command = [\"sleep\", \"30\"]\ntimeout_s = 1",
+            "did not finish within 1 s",
+        ),
     ] {
         let scenario = format!("name = \"s\"\n[[setup]]\n{step}\n[[nodes]]\nname = \"n1\"\ncommand = [\"true\"]\n[workload]\ncommand = [\"true\"]\n[oracle]\ncommand = [\"false\"]\n");
         let (_d, sc, _) = files(&scenario, "");
@@ -629,7 +920,10 @@ command = ["sh", "-c", "grep -q 'write 3 to a: No space' {{workdir}}/n1.log"]
         assert_eq!(out.status.code(), Some(2), "{t}");
         assert!(t.contains(needle), "{t}");
         if needle.contains("initdb") {
-            assert!(t.contains("exit status: 3") && t.contains("cannot create the data directory"), "{t}");
+            assert!(
+                t.contains("exit status: 3") && t.contains("cannot create the data directory"),
+                "{t}"
+            );
         }
     }
 }
@@ -650,12 +944,23 @@ command = ["sh", "-c", "grep -q 'write 2 to t: No space' {{workdir}}/n1.log"]
     );
     let schedule = "[[faults]]\nnode = \"n1\"\nkind = \"syscall\"\nsyscall = \"write\"\nerrno = \"ENOSPC\"\npath = \"{workdir}/n1/t\"\nnth = 2\n";
     let (out, workdir) = replay_and_keep(&scenario, schedule);
-    let run: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(workdir.join("run.json")).unwrap()).unwrap();
+    let run: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(workdir.join("run.json")).unwrap()).unwrap();
     let node_pid = run["launched"][0][1].as_u64().unwrap();
     let fired = &run["fired"][0];
-    assert_eq!(fired["pid"].as_u64().unwrap(), node_pid, "the process, not the thread: {fired}");
-    assert_ne!(fired["tid"], fired["pid"], "the writing thread is not the main thread: {fired}");
-    assert!(out.contains(&format!("pid {node_pid} tid {}", fired["tid"])), "{out}");
+    assert_eq!(
+        fired["pid"].as_u64().unwrap(),
+        node_pid,
+        "the process, not the thread: {fired}"
+    );
+    assert_ne!(
+        fired["tid"], fired["pid"],
+        "the writing thread is not the main thread: {fired}"
+    );
+    assert!(
+        out.contains(&format!("pid {node_pid} tid {}", fired["tid"])),
+        "{out}"
+    );
     assert_eq!(run["kept"], true, "run.json of a kept run says so");
     let _ = std::fs::remove_dir_all(&workdir);
 }
@@ -666,16 +971,26 @@ fn a_schedule_naming_a_missing_function_is_refused_and_failed_runs_leave_no_dire
     let tmp = tempfile::tempdir().unwrap();
     let runs_left = || std::fs::read_dir(tmp.path()).unwrap().count();
     let scenario = "name = \"s\"\n[[nodes]]\nname = \"n1\"\ncommand = [\"FAULTY\", \"crash-order\"]\n[workload]\ncommand = [\"true\"]\n[oracle]\ncommand = [\"false\"]\n";
-    let schedule = "[[faults]]\nnode = \"n1\"\nkind = \"crash\"\nafter_functions = [\"stage_h\", \"no_such_stage\"]\n";
+    let schedule =
+        "[[faults]]\nnode = \"n1\"\nkind = \"crash\"\nafter_functions = [\"stage_h\", \"no_such_stage\"]\n";
     let (_d, sc, sch) = files(scenario, schedule);
     let out = Command::new(reproducer_bin())
-        .args(["run", "--scenario", sc.to_str().unwrap(), "--schedule", sch.to_str().unwrap()])
+        .args([
+            "run",
+            "--scenario",
+            sc.to_str().unwrap(),
+            "--schedule",
+            sch.to_str().unwrap(),
+        ])
         .env("TMPDIR", tmp.path())
         .output()
         .unwrap();
     let t = text(&out);
     assert_eq!(out.status.code(), Some(2), "{t}");
-    assert!(t.contains("schedule.toml, line 4: fault 1 field after_functions: no function 'no_such_stage'"), "{t}");
+    assert!(
+        t.contains("schedule.toml, line 4: fault 1 field after_functions: no function 'no_such_stage'"),
+        "{t}"
+    );
     assert_eq!(t.trim_end().lines().count(), 1, "{t}");
     assert_eq!(runs_left(), 0);
 

@@ -20,9 +20,17 @@ struct Group {
 impl Group {
     /// Starts `prog args` and reads its stdout up to the line "ready".
     fn start(prog: &Path, args: &[&str]) -> Group {
-        let mut child = Command::new(prog).args(args).process_group(0).stdout(Stdio::piped()).spawn().expect("spawn");
+        let mut child = Command::new(prog)
+            .args(args)
+            .process_group(0)
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("spawn");
         let stdout = child.stdout.take().expect("piped stdout");
-        let mut g = Group { child, lines: Vec::new() };
+        let mut g = Group {
+            child,
+            lines: Vec::new(),
+        };
         for line in std::io::BufReader::new(stdout).lines() {
             let line = line.expect("reading the program's output");
             if line == "ready" {
@@ -31,7 +39,10 @@ impl Group {
             g.lines.push(line);
         }
         let status = g.child.wait();
-        panic!("{} {args:?} ended before it was ready: {status:?}", prog.display());
+        panic!(
+            "{} {args:?} ended before it was ready: {status:?}",
+            prog.display()
+        );
     }
 
     fn pid(&self) -> u32 {
@@ -78,15 +89,27 @@ fn dump_holds_every_open_file_far_beyond_one_batch() {
         .filter(|o| pids.contains(&(o["tgid"].as_u64().unwrap() as u32)))
         .map(|o| o["path"].as_str().unwrap().to_string())
         .collect();
-    let missing: Vec<String> = (0..N).map(|i| format!("{}/f{i}", dir.path().display())).filter(|p| !known.contains(p)).collect();
-    assert!(missing.is_empty(), "{} of {N} open files missing from the dump, e.g. {:?}", missing.len(), &missing[..missing.len().min(3)]);
+    let missing: Vec<String> = (0..N)
+        .map(|i| format!("{}/f{i}", dir.path().display()))
+        .filter(|p| !known.contains(p))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "{} of {N} open files missing from the dump, e.g. {:?}",
+        missing.len(),
+        &missing[..missing.len().min(3)]
+    );
     let events = inspect_json(&dump);
     for (g, first) in groups.iter().zip([0, N / 2]) {
         let write = events
             .iter()
             .find(|e| e["pid"] == g.pid() && e["syscall"] == "write")
             .expect("the failed write is recorded");
-        assert_eq!(write["path"], format!("{}/f{first}", dir.path().display()), "the oldest open file still resolves");
+        assert_eq!(
+            write["path"],
+            format!("{}/f{first}", dir.path().display()),
+            "the oldest open file still resolves"
+        );
     }
     assert_eq!(meta["counters"]["open_files_unresolved"], 0);
 }
@@ -103,9 +126,18 @@ fn dump_holds_every_silent_connection_far_beyond_one_batch() {
     let ongoing: BTreeSet<(String, String)> = events
         .iter()
         .filter(|e| e["kind"] == "network_gap" && e["pid"] == g.pid() && e["ongoing"] == true)
-        .map(|e| (e["src"].as_str().unwrap().to_string(), e["dst"].as_str().unwrap().to_string()))
+        .map(|e| {
+            (
+                e["src"].as_str().unwrap().to_string(),
+                e["dst"].as_str().unwrap().to_string(),
+            )
+        })
         .collect();
-    assert_eq!(ongoing.len(), 2 * N, "both ends of every silent connection are an ongoing gap");
+    assert_eq!(
+        ongoing.len(),
+        2 * N,
+        "both ends of every silent connection are an ongoing gap"
+    );
 }
 
 #[test]
@@ -125,12 +157,20 @@ fn dump_holds_every_stopped_process_far_beyond_one_batch() {
         .map(|e| e["pid"].as_u64().unwrap() as u32)
         .collect();
     let missing: Vec<&u32> = children.iter().filter(|p| !paused.contains(p)).collect();
-    assert!(missing.is_empty(), "{} of {N} stopped processes missing from the dump", missing.len());
+    assert!(
+        missing.is_empty(),
+        "{} of {N} stopped processes missing from the dump",
+        missing.len()
+    );
 }
 
 /// Runs `prog args` to its end; returns its pid.
 fn run_to_end(prog: &Path, args: &[&str]) -> u32 {
-    let mut child = Command::new(prog).args(args).stderr(Stdio::null()).spawn().expect("spawn");
+    let mut child = Command::new(prog)
+        .args(args)
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
     let pid = child.id();
     let _ = child.wait();
     pid
@@ -139,9 +179,22 @@ fn run_to_end(prog: &Path, args: &[&str]) -> u32 {
 /// Dumps in the daemon's dump directory, in the order they were written.
 fn dumps_in(d: &Daemon) -> Vec<PathBuf> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(d.dump_dir())
-        .map(|r| r.filter_map(|e| Some(e.ok()?.path())).filter(|p| p.extension().is_some_and(|x| x == "tdump")).collect())
+        .map(|r| {
+            r.filter_map(|e| Some(e.ok()?.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "tdump"))
+                .collect()
+        })
         .unwrap_or_default();
-    let seq = |p: &PathBuf| -> u64 { p.file_stem().unwrap().to_string_lossy().rsplit('-').next().unwrap().parse().unwrap() };
+    let seq = |p: &PathBuf| -> u64 {
+        p.file_stem()
+            .unwrap()
+            .to_string_lossy()
+            .rsplit('-')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
     files.sort_by_key(seq);
     files
 }
@@ -154,7 +207,12 @@ fn wait_for_dumps(d: &Daemon, n: usize, timeout: Duration) -> Vec<PathBuf> {
         if files.len() >= n {
             return files;
         }
-        assert!(start.elapsed() < timeout, "{} of {n} dumps after {timeout:?}:\n{}", files.len(), d.log_text());
+        assert!(
+            start.elapsed() < timeout,
+            "{} of {n} dumps after {timeout:?}:\n{}",
+            files.len(),
+            d.log_text()
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
 }
@@ -162,7 +220,12 @@ fn wait_for_dumps(d: &Daemon, n: usize, timeout: Duration) -> Vec<PathBuf> {
 /// The trigger recorded in a dump's header.
 fn trigger_of(dump: &Path) -> serde_json::Value {
     let meta = inspect_meta(dump);
-    assert!(meta["trigger"].is_object(), "{} has no trigger: {}", dump.display(), meta["trigger"]);
+    assert!(
+        meta["trigger"].is_object(),
+        "{} has no trigger: {}",
+        dump.display(),
+        meta["trigger"]
+    );
     meta["trigger"].clone()
 }
 
@@ -185,30 +248,55 @@ fn trigger_fatal_signal_is_on_by_default_and_ignores_kills_from_outside() {
     assert_eq!(t["pid"], pid);
     assert_eq!(t["event"], "killed by SIGSEGV");
     let events = inspect_json(&dump);
-    assert!(events.iter().any(|e| e["pid"] == pid && e["signal"] == "SIGSEGV"), "the crash is in the dump");
+    assert!(
+        events.iter().any(|e| e["pid"] == pid && e["signal"] == "SIGSEGV"),
+        "the crash is in the dump"
+    );
     let abort_pid = run_to_end(&prog, &["abort"]);
     std::thread::sleep(Duration::from_millis(800));
-    assert_eq!(dumps_in(&d).len(), 1, "the next crash within a minute is suppressed (pid {abort_pid})");
+    assert_eq!(
+        dumps_in(&d).len(),
+        1,
+        "the next crash within a minute is suppressed (pid {abort_pid})"
+    );
 }
 
 #[test]
 fn trigger_nonzero_exit() {
     require_root();
     let prog = program_as("crasher", "cr_exit");
-    let d = Daemon::start(&["--target-comm", "cr_exit", "--trigger-nonzero-exit", "--trigger-settle-ms", "200"]);
+    let d = Daemon::start(&[
+        "--target-comm",
+        "cr_exit",
+        "--trigger-nonzero-exit",
+        "--trigger-settle-ms",
+        "200",
+    ]);
     run_to_end(&prog, &["exit", "0"]);
     std::thread::sleep(Duration::from_millis(600));
     assert!(dumps_in(&d).is_empty(), "exit 0 does not trigger");
     let pid = run_to_end(&prog, &["exit", "3"]);
     let t = trigger_of(&wait_for_dumps(&d, 1, Duration::from_secs(10))[0]);
-    assert_eq!((t["rule"].as_str(), t["pid"].as_u64(), t["event"].as_str()), (Some("nonzero_exit"), Some(pid as u64), Some("exited with code 3")));
+    assert_eq!(
+        (t["rule"].as_str(), t["pid"].as_u64(), t["event"].as_str()),
+        (Some("nonzero_exit"), Some(pid as u64), Some("exited with code 3"))
+    );
 }
 
 #[test]
 fn trigger_pause_longer_than_threshold() {
     require_root();
     let prog = program_as("crasher", "cr_pause");
-    let d = Daemon::start(&["--target-comm", "cr_pause", "--pause-ms", "100", "--trigger-pause-ms", "400", "--trigger-settle-ms", "200"]);
+    let d = Daemon::start(&[
+        "--target-comm",
+        "cr_pause",
+        "--pause-ms",
+        "100",
+        "--trigger-pause-ms",
+        "400",
+        "--trigger-settle-ms",
+        "200",
+    ]);
     let mut sleeper = Command::new(&prog).args(["sleep", "4000"]).spawn().unwrap();
     let pid = sleeper.id() as i32;
     std::thread::sleep(Duration::from_millis(100));
@@ -233,7 +321,14 @@ fn trigger_failed_syscall_matching_syscall_errno_and_path() {
     let prog = program_as("crasher", "cr_sys");
     let dir = tempfile::tempdir().unwrap();
     let glob = format!("openat:ENOENT:{}/data/*.db", dir.path().display());
-    let d = Daemon::start(&["--target-comm", "cr_sys", "--trigger-syscall", &glob, "--trigger-settle-ms", "200"]);
+    let d = Daemon::start(&[
+        "--target-comm",
+        "cr_sys",
+        "--trigger-syscall",
+        &glob,
+        "--trigger-settle-ms",
+        "200",
+    ]);
     run_to_end(&prog, &["fail", &format!("{}/data/x.log", dir.path().display())]);
     run_to_end(&prog, &["fail", &format!("{}/other/x.db", dir.path().display())]);
     std::thread::sleep(Duration::from_millis(600));
@@ -241,7 +336,10 @@ fn trigger_failed_syscall_matching_syscall_errno_and_path() {
     let path = format!("{}/data/x.db", dir.path().display());
     let pid = run_to_end(&prog, &["fail", &path]);
     let t = trigger_of(&wait_for_dumps(&d, 1, Duration::from_secs(10))[0]);
-    assert_eq!(t["rule"], format!("syscall(openat ENOENT {}/data/*.db)", dir.path().display()));
+    assert_eq!(
+        t["rule"],
+        format!("syscall(openat ENOENT {}/data/*.db)", dir.path().display())
+    );
     assert_eq!(t["pid"], pid);
     assert_eq!(t["event"], format!("openat({path}) = ENOENT"));
 }
@@ -252,20 +350,28 @@ struct MemCgroup(PathBuf);
 impl MemCgroup {
     fn new(name: &str, limit: u64) -> MemCgroup {
         let v2 = Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
-        let dir = if v2 { Path::new("/sys/fs/cgroup").join(name) } else { Path::new("/sys/fs/cgroup/memory").join(name) };
+        let dir = if v2 {
+            Path::new("/sys/fs/cgroup").join(name)
+        } else {
+            Path::new("/sys/fs/cgroup/memory").join(name)
+        };
         std::fs::create_dir_all(&dir).expect("creating a memory cgroup");
         let g = MemCgroup(dir);
         let files: &[(&str, String)] = if v2 {
             &[("memory.max", limit.to_string()), ("memory.swap.max", "0".into())]
         } else {
-            &[("memory.limit_in_bytes", limit.to_string()), ("memory.memsw.limit_in_bytes", limit.to_string())]
+            &[
+                ("memory.limit_in_bytes", limit.to_string()),
+                ("memory.memsw.limit_in_bytes", limit.to_string()),
+            ]
         };
         for (i, (file, value)) in files.iter().enumerate() {
             let path = g.0.join(file);
             // the limit must hold (else the test would eat the host's memory); no swap
             // accounting is fine on a host without swap
             if i == 0 || path.exists() {
-                std::fs::write(&path, value).unwrap_or_else(|e| panic!("{}: {e} (memory controller enabled?)", path.display()));
+                std::fs::write(&path, value)
+                    .unwrap_or_else(|e| panic!("{}: {e} (memory controller enabled?)", path.display()));
             }
         }
         g
@@ -292,14 +398,24 @@ fn trigger_oom_kill() {
     require_root();
     let prog = program_as("crasher", "cr_oom");
     let cg = MemCgroup::new(&format!("tracerd-oom-{}", std::process::id()), 64 << 20);
-    let d = Daemon::start(&["--target-comm", "cr_oom", "--trigger-oom-kill", "--no-trigger-fatal-signal", "--trigger-settle-ms", "200"]);
+    let d = Daemon::start(&[
+        "--target-comm",
+        "cr_oom",
+        "--trigger-oom-kill",
+        "--no-trigger-fatal-signal",
+        "--trigger-settle-ms",
+        "200",
+    ]);
     // a plain SIGKILL from a process is not an OOM kill
     let mut victim = Command::new(&prog).args(["sleep", "5000"]).spawn().unwrap();
     std::thread::sleep(Duration::from_millis(100));
     unsafe { libc::kill(victim.id() as i32, libc::SIGKILL) };
     let _ = victim.wait();
     std::thread::sleep(Duration::from_millis(600));
-    assert!(dumps_in(&d).is_empty(), "a SIGKILL from a process does not trigger");
+    assert!(
+        dumps_in(&d).is_empty(),
+        "a SIGKILL from a process does not trigger"
+    );
     let mut child = Command::new("sh")
         .arg("-c")
         .arg(format!("echo $$ > {} && exec \"$0\" oom", cg.procs().display()))
@@ -319,7 +435,14 @@ fn trigger_oom_kill() {
 fn crash_storm_writes_one_dump_per_interval_and_counts_the_rest() {
     require_root();
     let prog = program_as("crasher", "cr_storm");
-    let d = Daemon::start(&["--target-comm", "cr_storm", "--trigger-min-interval-ms", "2000", "--trigger-settle-ms", "100"]);
+    let d = Daemon::start(&[
+        "--target-comm",
+        "cr_storm",
+        "--trigger-min-interval-ms",
+        "2000",
+        "--trigger-settle-ms",
+        "100",
+    ]);
     const CRASHES: usize = 25;
     for _ in 0..CRASHES {
         run_to_end(&prog, &["segv"]);
@@ -332,32 +455,58 @@ fn crash_storm_writes_one_dump_per_interval_and_counts_the_rest() {
     let all = wait_for_dumps(&d, 3, Duration::from_secs(10));
     assert_eq!(storm.len(), 2, "two dumps during the storm: {storm:?}");
     assert_eq!(all.len(), 3);
-    let counted: u64 = all.iter().map(|p| 1 + trigger_of(p)["suppressed_before"].as_u64().unwrap()).sum();
-    assert_eq!(counted, CRASHES as u64 + 1, "every crash either fired or was counted as suppressed");
+    let counted: u64 = all
+        .iter()
+        .map(|p| 1 + trigger_of(p)["suppressed_before"].as_u64().unwrap())
+        .sum();
+    assert_eq!(
+        counted,
+        CRASHES as u64 + 1,
+        "every crash either fired or was counted as suppressed"
+    );
     assert_eq!(trigger_of(&all[0])["suppressed_before"], 0);
 }
 
 /// Parses Prometheus text format 0.0.4: (TYPE of each family, samples by "name{labels}").
-fn parse_prometheus(text: &str) -> (std::collections::HashMap<String, String>, std::collections::HashMap<String, f64>) {
+fn parse_prometheus(
+    text: &str,
+) -> (
+    std::collections::HashMap<String, String>,
+    std::collections::HashMap<String, f64>,
+) {
     let mut types = std::collections::HashMap::new();
     let mut samples = std::collections::HashMap::new();
     for line in text.lines() {
         if let Some(rest) = line.strip_prefix("# TYPE ") {
             let (name, kind) = rest.split_once(' ').expect("TYPE NAME KIND");
-            assert!(types.insert(name.to_string(), kind.to_string()).is_none(), "one TYPE per family: {line}");
+            assert!(
+                types.insert(name.to_string(), kind.to_string()).is_none(),
+                "one TYPE per family: {line}"
+            );
             continue;
         }
         if line.starts_with('#') || line.is_empty() {
             continue;
         }
-        let (series, value) = line.rsplit_once(' ').unwrap_or_else(|| panic!("SERIES VALUE: {line}"));
+        let (series, value) = line
+            .rsplit_once(' ')
+            .unwrap_or_else(|| panic!("SERIES VALUE: {line}"));
         let name = series.split('{').next().unwrap();
-        assert!(name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'), "metric name: {line}");
-        assert!(types.contains_key(name), "sample of a family without TYPE: {line}");
+        assert!(
+            name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'),
+            "metric name: {line}"
+        );
+        assert!(
+            types.contains_key(name),
+            "sample of a family without TYPE: {line}"
+        );
         if types[name] == "counter" {
             assert!(name.ends_with("_total"), "counters end in _total: {line}");
         }
-        samples.insert(series.to_string(), value.parse::<f64>().unwrap_or_else(|_| panic!("value: {line}")));
+        samples.insert(
+            series.to_string(),
+            value.parse::<f64>().unwrap_or_else(|_| panic!("value: {line}")),
+        );
     }
     (types, samples)
 }
@@ -369,8 +518,16 @@ fn metrics_textfile_is_scrapable_and_counts() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("tracerd.prom");
     let d = Daemon::start(&[
-        "--target-comm", "cr_metrics", "--metrics-textfile", file.to_str().unwrap(), "--metrics-interval-ms", "200",
-        "--trigger-settle-ms", "100", "--ring-events", "1000",
+        "--target-comm",
+        "cr_metrics",
+        "--metrics-textfile",
+        file.to_str().unwrap(),
+        "--metrics-interval-ms",
+        "200",
+        "--trigger-settle-ms",
+        "100",
+        "--ring-events",
+        "1000",
     ]);
     for _ in 0..3 {
         run_to_end(&prog, &["segv"]);
@@ -383,23 +540,59 @@ fn metrics_textfile_is_scrapable_and_counts() {
     std::thread::sleep(Duration::from_millis(600));
     let text = std::fs::read_to_string(&file).expect("the metrics file is written");
     use std::os::unix::fs::PermissionsExt;
-    assert_eq!(std::fs::metadata(&file).unwrap().permissions().mode() & 0o777, 0o644);
-    let leftovers: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
-    assert_eq!(leftovers.len(), 1, "only the .prom file, no temp file: {leftovers:?}");
+    assert_eq!(
+        std::fs::metadata(&file).unwrap().permissions().mode() & 0o777,
+        0o644
+    );
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(
+        leftovers.len(),
+        1,
+        "only the .prom file, no temp file: {leftovers:?}"
+    );
     let (types, s) = parse_prometheus(&text);
     assert_eq!(types["tracerd_window_fill_ratio"], "gauge");
     assert_eq!(types["tracerd_lost_total"], "counter");
-    assert!(s[r#"tracerd_events_received_total{kind="syscall_failure"}"#] >= 5.0, "{text}");
-    assert!(s[r#"tracerd_events_received_total{kind="process_state"}"#] >= 8.0, "{text}");
-    assert_eq!(s[r#"tracerd_triggers_fired_total{rule="fatal_signal"}"#], 1.0, "{text}");
-    assert_eq!(s[r#"tracerd_triggers_suppressed_total{rule="fatal_signal"}"#], 2.0, "{text}");
-    assert_eq!(s["tracerd_dumps_written_total"], 2.0, "one triggered, one asked for: {text}");
+    assert!(
+        s[r#"tracerd_events_received_total{kind="syscall_failure"}"#] >= 5.0,
+        "{text}"
+    );
+    assert!(
+        s[r#"tracerd_events_received_total{kind="process_state"}"#] >= 8.0,
+        "{text}"
+    );
+    assert_eq!(
+        s[r#"tracerd_triggers_fired_total{rule="fatal_signal"}"#], 1.0,
+        "{text}"
+    );
+    assert_eq!(
+        s[r#"tracerd_triggers_suppressed_total{rule="fatal_signal"}"#], 2.0,
+        "{text}"
+    );
+    assert_eq!(
+        s["tracerd_dumps_written_total"], 2.0,
+        "one triggered, one asked for: {text}"
+    );
     assert_eq!(s["tracerd_dumps_failed_total"], 0.0);
     assert_eq!(s["tracerd_window_capacity_events"], 1000.0);
     let fill = s["tracerd_window_fill_ratio"];
-    assert!(fill > 0.0 && fill <= 1.0 && (fill - s["tracerd_window_events"] / 1000.0).abs() < 1e-9, "{text}");
-    for reason in ["kernel_buffer_full_syscall", "window_overwritten", "malformed", "targets_full"] {
-        assert!(s.contains_key(&format!("tracerd_lost_total{{reason=\"{reason}\"}}")), "{reason} is exported: {text}");
+    assert!(
+        fill > 0.0 && fill <= 1.0 && (fill - s["tracerd_window_events"] / 1000.0).abs() < 1e-9,
+        "{text}"
+    );
+    for reason in [
+        "kernel_buffer_full_syscall",
+        "window_overwritten",
+        "malformed",
+        "targets_full",
+    ] {
+        assert!(
+            s.contains_key(&format!("tracerd_lost_total{{reason=\"{reason}\"}}")),
+            "{reason} is exported: {text}"
+        );
     }
     assert_eq!(s["tracerd_uprobe_attach_failures_total"], 0.0);
 }
@@ -421,7 +614,15 @@ fn dumps_are_redacted_before_they_are_written() {
     )
     .unwrap();
     let d = Daemon::start(&["--config", config.to_str().unwrap(), "--target-comm", "cr_redact"]);
-    let argv_pid = run_to_end(&prog, &["argv", "--password=hunter2", "--port=7001", "https://db/x?token=tok3n&y=1"]);
+    let argv_pid = run_to_end(
+        &prog,
+        &[
+            "argv",
+            "--password=hunter2",
+            "--port=7001",
+            "https://db/x?token=tok3n&y=1",
+        ],
+    );
     let path = "/nonexistent/customer-4711/api_key=k3y";
     let fail_pid = run_to_end(&prog, &["fail", path]);
     let dump = d.dump();
@@ -433,9 +634,22 @@ fn dumps_are_redacted_before_they_are_written() {
         assert!(!meta_json.contains(secret), "{secret} is in the dump's header");
         assert!(!window.contains(secret), "{secret} is in the dump's blobs");
     }
-    let p = parsed.meta.processes.iter().find(|p| p.pid == argv_pid).expect("the process is in the table");
+    let p = parsed
+        .meta
+        .processes
+        .iter()
+        .find(|p| p.pid == argv_pid)
+        .expect("the process is in the table");
     let argv = p.cmdline.as_ref().unwrap();
-    assert_eq!(&argv[1..], ["argv", "--password=<redacted>", "--port=7001", "https://db/x?token=<redacted>&y=1"]);
+    assert_eq!(
+        &argv[1..],
+        [
+            "argv",
+            "--password=<redacted>",
+            "--port=7001",
+            "https://db/x?token=<redacted>&y=1"
+        ]
+    );
     let events = inspect_json(&dump);
     let failure = events
         .iter()

@@ -20,7 +20,11 @@ fn eventgen_as(alias: &str) -> PathBuf {
 }
 
 fn run_prog(prog: &Path, args: &[&str]) -> u32 {
-    let mut child = Command::new(prog).args(args).stderr(Stdio::null()).spawn().expect("spawn");
+    let mut child = Command::new(prog)
+        .args(args)
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
     let pid = child.id();
     let status = child.wait().expect("wait");
     assert!(status.success(), "{} {args:?} failed: {status}", prog.display());
@@ -37,7 +41,16 @@ fn records_every_event_kind_with_its_fields() {
     require_root();
     let prog = eventgen_as("eg_kinds");
     let uprobe = format!("{}:tracerd_test_marker", prog.display());
-    let d = Daemon::start(&["--target-comm", "eg_kinds", "--uprobe", &uprobe, "--gap-ms", "1000", "--pause-ms", "500"]);
+    let d = Daemon::start(&[
+        "--target-comm",
+        "eg_kinds",
+        "--uprobe",
+        &uprobe,
+        "--gap-ms",
+        "1000",
+        "--pause-ms",
+        "500",
+    ]);
 
     let missing = d.dir.path().join("no-such-dir/file");
     let pid_path = run_prog(&prog, &["fail-path", missing.to_str().unwrap()]);
@@ -58,10 +71,23 @@ fn records_every_event_kind_with_its_fields() {
     sleeper.wait().unwrap();
 
     let net = NetnsPair::new("k");
-    let mut server = net.exec(&net.b, &prog).args(["tcp-server", "7000"]).stdout(Stdio::piped()).spawn().unwrap();
+    let mut server = net
+        .exec(&net.b, &prog)
+        .args(["tcp-server", "7000"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
     let mut line = String::new();
-    std::io::BufRead::read_line(&mut std::io::BufReader::new(server.stdout.take().unwrap()), &mut line).unwrap();
-    let client_status = net.exec(&net.a, &prog).args(["tcp-client", &net.addr_b, "7000", "1500"]).status().unwrap();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(server.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let client_status = net
+        .exec(&net.a, &prog)
+        .args(["tcp-client", &net.addr_b, "7000", "1500"])
+        .status()
+        .unwrap();
     assert!(client_status.success());
     let server_pid = server.id();
     server.wait().unwrap();
@@ -70,8 +96,27 @@ fn records_every_event_kind_with_its_fields() {
     let events = inspect_json(&dump);
 
     let keys: BTreeSet<String> = events[0].as_object().unwrap().keys().cloned().collect();
-    for k in ["ts_ns", "kind", "pid", "tid", "comm", "syscall", "errno", "ret", "fd", "path", "binary", "function",
-              "src", "dst", "duration_ms", "packets", "state", "exit_code", "signal"] {
+    for k in [
+        "ts_ns",
+        "kind",
+        "pid",
+        "tid",
+        "comm",
+        "syscall",
+        "errno",
+        "ret",
+        "fd",
+        "path",
+        "binary",
+        "function",
+        "src",
+        "dst",
+        "duration_ms",
+        "packets",
+        "state",
+        "exit_code",
+        "signal",
+    ] {
         assert!(keys.contains(k), "inspect --json lacks {k}");
     }
     for e in &events {
@@ -89,25 +134,50 @@ fn records_every_event_kind_with_its_fields() {
     assert_eq!(e["ret"], -2);
     assert_eq!(e["comm"], "eg_kinds");
 
-    let writes: Vec<_> = events_of(&events, "syscall_failure", pid_fd).into_iter().filter(|e| e["syscall"] == "write").collect();
+    let writes: Vec<_> = events_of(&events, "syscall_failure", pid_fd)
+        .into_iter()
+        .filter(|e| e["syscall"] == "write")
+        .collect();
     let e = only(writes, "failed write");
     assert_eq!(e["errno"], "EBADF");
-    assert_eq!(e["path"], readonly.to_str().unwrap(), "the fd resolves to the file it was opened from");
+    assert_eq!(
+        e["path"],
+        readonly.to_str().unwrap(),
+        "the fd resolves to the file it was opened from"
+    );
     assert!(e["fd"].as_i64().unwrap() >= 3);
 
     let hits = events_of(&events, "function", pid_marker);
-    assert_eq!(hits.len(), 3, "one event per call of tracerd_test_marker: {hits:#?}");
+    assert_eq!(
+        hits.len(),
+        3,
+        "one event per call of tracerd_test_marker: {hits:#?}"
+    );
     assert_eq!(hits[0]["function"], "tracerd_test_marker");
     assert_eq!(hits[0]["binary"], prog.to_str().unwrap());
 
     let states = events_of(&events, "process_state", pid_sleep);
-    let paused = only(states.iter().copied().filter(|e| e["state"] == "paused").collect(), "pause");
+    let paused = only(
+        states
+            .iter()
+            .copied()
+            .filter(|e| e["state"] == "paused")
+            .collect(),
+        "pause",
+    );
     let ms = paused["duration_ms"].as_u64().unwrap();
     assert!((900..5000).contains(&ms), "pause of about 1 s, got {ms} ms");
     assert_eq!(paused["cause"], "stopped");
     assert_eq!(paused["signal"], "SIGSTOP");
     assert_eq!(paused["sender_pid"], me);
-    let killed = only(states.iter().copied().filter(|e| e["state"] == "killed").collect(), "kill");
+    let killed = only(
+        states
+            .iter()
+            .copied()
+            .filter(|e| e["state"] == "killed")
+            .collect(),
+        "kill",
+    );
     assert_eq!(killed["signal"], "SIGKILL");
     assert_eq!(killed["sender_pid"], me, "the kill names its sender");
 
@@ -115,9 +185,15 @@ fn records_every_event_kind_with_its_fields() {
     assert_eq!(exited["state"], "exited");
     assert_eq!(exited["exit_code"], 0);
 
-    let gaps: Vec<_> = events.iter().filter(|e| e["kind"] == "network_gap" && e["duration_ms"].as_u64().unwrap_or(0) >= 1000).collect();
+    let gaps: Vec<_> = events
+        .iter()
+        .filter(|e| e["kind"] == "network_gap" && e["duration_ms"].as_u64().unwrap_or(0) >= 1000)
+        .collect();
     assert!(!gaps.is_empty(), "a silence of 1.5 s is a gap: {events:#?}");
-    let server_gap = gaps.iter().find(|e| e["pid"] == server_pid).expect("the accepting side records the gap");
+    let server_gap = gaps
+        .iter()
+        .find(|e| e["pid"] == server_pid)
+        .expect("the accepting side records the gap");
     assert_eq!(server_gap["src"], format!("{}:7000", net.addr_b));
     assert!(server_gap["dst"].as_str().unwrap().starts_with(&net.addr_a));
     assert!(server_gap["packets"].as_u64().unwrap() >= 1);
@@ -131,19 +207,37 @@ fn a_refused_non_blocking_connect_is_not_a_gap() {
     require_root();
     let prog = eventgen_as("eg_refused");
     let d = Daemon::start(&["--target-comm", "eg_refused", "--gap-ms", "300"]);
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port(); // free once dropped
-    let mut child = Command::new(&prog).args(["refused-connect", &port.to_string(), "3000"]).stdout(Stdio::piped()).spawn().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port(); // free once dropped
+    let mut child = Command::new(&prog)
+        .args(["refused-connect", &port.to_string(), "3000"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
     let mut line = String::new();
-    std::io::BufRead::read_line(&mut std::io::BufReader::new(child.stdout.take().unwrap()), &mut line).unwrap();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
     std::thread::sleep(Duration::from_millis(1000));
     let dump = d.dump(); // the socket is still open, its connect long refused
     let pid = child.id();
     child.wait().unwrap();
     let events = inspect_json(&dump);
     let failures = events_of(&events, "syscall_failure", pid);
-    assert!(failures.iter().any(|e| e["syscall"] == "connect"), "{line}: the connect failed ({failures:#?})");
+    assert!(
+        failures.iter().any(|e| e["syscall"] == "connect"),
+        "{line}: the connect failed ({failures:#?})"
+    );
     let gaps = events_of(&events, "network_gap", pid);
-    assert!(gaps.is_empty(), "a refused connect is not a silent connection: {gaps:#?}");
+    assert!(
+        gaps.is_empty(),
+        "a refused connect is not a silent connection: {gaps:#?}"
+    );
 }
 
 #[test]
@@ -154,16 +248,30 @@ fn counts_function_calls_and_syscalls_without_function_events() {
     let config = dir.path().join("count.toml");
     std::fs::write(&config, "count_syscalls = true\nfunction_events = false\n").unwrap();
     let uprobe = format!("{}:tracerd_test_marker", prog.display());
-    let d = Daemon::start(&["--config", config.to_str().unwrap(), "--target-comm", "eg_count", "--uprobe", &uprobe]);
+    let d = Daemon::start(&[
+        "--config",
+        config.to_str().unwrap(),
+        "--target-comm",
+        "eg_count",
+        "--uprobe",
+        &uprobe,
+    ]);
     const N: u64 = 37;
     const M: u64 = 250;
     let pid = run_prog(&prog, &["calls", &N.to_string(), &M.to_string()]);
     let dump = d.dump();
 
     let meta = inspect_meta(&dump);
-    assert_eq!(meta["function_calls"], serde_json::json!([N]), "every call counted: {}", meta["function_calls"]);
+    assert_eq!(
+        meta["function_calls"],
+        serde_json::json!([N]),
+        "every call counted: {}",
+        meta["function_calls"]
+    );
     assert_eq!(meta["unattached_functions"], serde_json::json!([]));
-    let counts = meta["syscall_counts"].as_array().expect("syscall_counts is a list");
+    let counts = meta["syscall_counts"]
+        .as_array()
+        .expect("syscall_counts is a list");
     let getppid = counts
         .iter()
         .find(|c| c["pid"] == pid && c["syscall"] == "getppid")
@@ -174,10 +282,19 @@ fn counts_function_calls_and_syscalls_without_function_events() {
     assert_eq!(meta["config"]["count_syscalls"], true);
 
     let events = inspect_json(&dump);
-    assert!(events.iter().all(|e| e["kind"] != "function"), "function_events = false records no hits");
-    assert!(!events_of(&events, "process_state", pid).is_empty(), "other events are still recorded");
+    assert!(
+        events.iter().all(|e| e["kind"] != "function"),
+        "function_events = false records no hits"
+    );
+    assert!(
+        !events_of(&events, "process_state", pid).is_empty(),
+        "other events are still recorded"
+    );
     let text = run_ok(Command::new(tracerd_bin()).arg("inspect").arg(&dump));
-    assert!(text.contains(&format!("counted: {N} calls of 1/1 functions")), "{text}");
+    assert!(
+        text.contains(&format!("counted: {N} calls of 1/1 functions")),
+        "{text}"
+    );
 }
 
 #[test]
@@ -186,7 +303,14 @@ fn functions_of_one_binary_share_a_link_and_are_counted_and_recorded() {
     let prog = eventgen_as("eg_multi");
     let marker = format!("{}:tracerd_test_marker", prog.display());
     let other = format!("{}:tracerd_test_other", prog.display());
-    let d = Daemon::start(&["--target-comm", "eg_multi", "--uprobe", &marker, "--uprobe", &other]);
+    let d = Daemon::start(&[
+        "--target-comm",
+        "eg_multi",
+        "--uprobe",
+        &marker,
+        "--uprobe",
+        &other,
+    ]);
     let perf_event_fds = std::fs::read_dir(format!("/proc/{}/fd", d.pid()))
         .unwrap()
         .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
@@ -196,15 +320,35 @@ fn functions_of_one_binary_share_a_link_and_are_counted_and_recorded() {
     let dump = d.dump();
     let meta = inspect_meta(&dump);
     assert_eq!(meta["function_calls"], serde_json::json!([5, 1]));
-    assert_eq!(meta["syscall_counts"], serde_json::json!([]), "count_syscalls is off by default");
+    assert_eq!(
+        meta["syscall_counts"],
+        serde_json::json!([]),
+        "count_syscalls is off by default"
+    );
     let events = inspect_json(&dump);
     let hits = events_of(&events, "function", pid);
-    assert_eq!(hits.iter().filter(|e| e["function"] == "tracerd_test_marker").count(), 5);
-    assert_eq!(hits.iter().filter(|e| e["function"] == "tracerd_test_other").count(), 1);
+    assert_eq!(
+        hits.iter()
+            .filter(|e| e["function"] == "tracerd_test_marker")
+            .count(),
+        5
+    );
+    assert_eq!(
+        hits.iter()
+            .filter(|e| e["function"] == "tracerd_test_other")
+            .count(),
+        1
+    );
     if tracerd::kernel::uprobe_multi_links() {
-        assert_eq!(perf_event_fds, 0, "one uprobe-multi link for both functions, not a perf event per uprobe");
+        assert_eq!(
+            perf_event_fds, 0,
+            "one uprobe-multi link for both functions, not a perf event per uprobe"
+        );
     } else {
-        assert_eq!(perf_event_fds, 2, "no uprobe-multi links on this kernel: one uprobe per function");
+        assert_eq!(
+            perf_event_fds, 2,
+            "no uprobe-multi links on this kernel: one uprobe per function"
+        );
     }
 }
 
@@ -237,12 +381,21 @@ fn a_process_with_threads_ends_once_with_its_exit_code() {
 fn kernel_probes_choose_the_paths_before_loading() {
     require_root();
     let release = tracerd::kernel::release();
-    let mut numbers = release.split(|c: char| !c.is_ascii_digit()).filter_map(|p| p.parse::<u32>().ok());
+    let mut numbers = release
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|p| p.parse::<u32>().ok());
     let version = (numbers.next().unwrap_or(0), numbers.next().unwrap_or(0));
-    assert_eq!(tracerd::kernel::uprobe_multi_links(), version >= (6, 6), "uprobe-multi probe on {release}");
+    assert_eq!(
+        tracerd::kernel::uprobe_multi_links(),
+        version >= (6, 6),
+        "uprobe-multi probe on {release}"
+    );
     let d = Daemon::start(&["--target-comm", "eg_no_such"]);
     let log = d.log_text();
-    assert!(log.contains(&tracerd::kernel::summary()), "the daemon logs the chosen paths: {log}");
+    assert!(
+        log.contains(&tracerd::kernel::summary()),
+        "the daemon logs the chosen paths: {log}"
+    );
     let printed = run_ok(Command::new(tracerd_bin()).arg("kernel"));
     assert_eq!(printed.trim(), tracerd::kernel::summary());
 }
@@ -256,26 +409,64 @@ fn functions_of_a_stripped_go_binary_are_counted() {
     std::fs::write(&config, "function_events = false\n").unwrap();
     let marker = format!("{}:main.tracerdTestMarker", prog.display());
     let method = format!("{}:main.(*store).storeSnapshot", prog.display());
-    let d = Daemon::start(&["--config", config.to_str().unwrap(), "--target-comm", "gonode", "--uprobe", &marker, "--uprobe", &method]);
+    let d = Daemon::start(&[
+        "--config",
+        config.to_str().unwrap(),
+        "--target-comm",
+        "gonode",
+        "--uprobe",
+        &marker,
+        "--uprobe",
+        &method,
+    ]);
     let work = tempfile::tempdir().unwrap();
-    let status = Command::new(&prog).args(["calls", "7"]).current_dir(work.path()).stdout(Stdio::null()).status().unwrap();
+    let status = Command::new(&prog)
+        .args(["calls", "7"])
+        .current_dir(work.path())
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
     assert!(status.success());
     let meta = inspect_meta(&d.dump());
     // a call that grows the goroutine's stack runs the function's entry twice (Go restarts
     // the function after growing the stack), so a count may be higher by one or two
-    let calls: Vec<u64> = meta["function_calls"].as_array().unwrap().iter().map(|n| n.as_u64().unwrap()).collect();
-    assert!(calls.len() == 2 && calls.iter().all(|&n| (7..=9).contains(&n)), "Go functions from .gopclntab are probed at their entry: {calls:?}");
+    let calls: Vec<u64> = meta["function_calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_u64().unwrap())
+        .collect();
+    assert!(
+        calls.len() == 2 && calls.iter().all(|&n| (7..=9).contains(&n)),
+        "Go functions from .gopclntab are probed at their entry: {calls:?}"
+    );
 
     drop(d);
     // one function alone takes the single-uprobe path, which must resolve Go names too
     let single = Daemon::start(&["--target-comm", "gonode", "--uprobe", &method]);
-    let status = Command::new(&prog).args(["calls", "3"]).current_dir(work.path()).stdout(Stdio::null()).status().unwrap();
+    let status = Command::new(&prog)
+        .args(["calls", "3"])
+        .current_dir(work.path())
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
     assert!(status.success());
-    let calls = inspect_meta(&single.dump())["function_calls"][0].as_u64().unwrap();
+    let calls = inspect_meta(&single.dump())["function_calls"][0]
+        .as_u64()
+        .unwrap();
     assert!((3..=5).contains(&calls), "{calls}");
     let sock = dir.path().join("s.sock");
-    let err = tracerd_fails(&["run", "--uprobe", &format!("{}:main.noSuchFunction", prog.display()), "--control-socket", sock.to_str().unwrap()]);
-    assert!(err.contains("main.noSuchFunction") && err.contains(".gopclntab") && !err.contains("nm -D"), "{err}");
+    let err = tracerd_fails(&[
+        "run",
+        "--uprobe",
+        &format!("{}:main.noSuchFunction", prog.display()),
+        "--control-socket",
+        sock.to_str().unwrap(),
+    ]);
+    assert!(
+        err.contains("main.noSuchFunction") && err.contains(".gopclntab") && !err.contains("nm -D"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -286,7 +477,11 @@ fn relative_paths_resolve_against_the_cwd_after_chdir_and_fchdir() {
     let top = tempfile::tempdir().unwrap();
     let top_path = std::fs::canonicalize(top.path()).unwrap();
     std::fs::create_dir_all(top_path.join("data/sub")).unwrap();
-    let status = Command::new(&prog).args(["chdir", "data"]).current_dir(&top_path).status().unwrap();
+    let status = Command::new(&prog)
+        .args(["chdir", "data"])
+        .current_dir(&top_path)
+        .status()
+        .unwrap();
     assert!(status.success());
     let events = inspect_json(&d.dump());
     let failed: BTreeSet<String> = events
@@ -320,20 +515,31 @@ fn second_dump_holds_later_events_and_filters_non_targets() {
 
     let e1 = inspect_json(&dump1);
     let e2 = inspect_json(&dump2);
-    let has = |ev: &[serde_json::Value], pid: u32, p: &Path| ev.iter().any(|e| e["pid"] == pid && e["path"] == p.to_str().unwrap());
+    let has = |ev: &[serde_json::Value], pid: u32, p: &Path| {
+        ev.iter()
+            .any(|e| e["pid"] == pid && e["path"] == p.to_str().unwrap())
+    };
     assert!(has(&e1, pid1, &first));
     assert!(!has(&e1, pid2, &second));
     assert!(has(&e2, pid1, &first), "the window still holds the earlier event");
     assert!(has(&e2, pid2, &second));
-    assert!(!e2.iter().any(|e| e["pid"] == untraced), "processes that are not targets are not recorded");
+    assert!(
+        !e2.iter().any(|e| e["pid"] == untraced),
+        "processes that are not targets are not recorded"
+    );
 }
 
 #[test]
 fn descendants_of_a_target_pid_are_traced() {
     require_root();
     let prog = eventgen_as("eg_child");
-    let mut shell = Command::new("sh").args(["-c", "read go; exec \"$0\" fork-fail \"$1\""]).arg(&prog).arg("/nonexistent/eg_child")
-        .stdin(Stdio::piped()).spawn().unwrap();
+    let mut shell = Command::new("sh")
+        .args(["-c", "read go; exec \"$0\" fork-fail \"$1\""])
+        .arg(&prog)
+        .arg("/nonexistent/eg_child")
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
     let d = Daemon::start(&["--target-pid", &shell.id().to_string()]);
     shell.stdin.take().unwrap().write_all(b"go\n").unwrap();
     assert!(shell.wait().unwrap().success());
@@ -354,7 +560,10 @@ fn storm_keeps_memory_bounded_and_counts_overwrites() {
     let rss_kib = d.rss_kib();
     let started = Instant::now();
     let dump = d.dump();
-    assert!(started.elapsed() < Duration::from_secs(10), "the daemon answers during a storm");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "the daemon answers during a storm"
+    );
     assert!(d.is_alive());
     let meta = inspect_meta(&dump);
     let c = &meta["counters"];
@@ -362,8 +571,14 @@ fn storm_keeps_memory_bounded_and_counts_overwrites() {
     let kernel_full = c["kernel"]["buffer_full_syscall"].as_u64().unwrap();
     let received = c["recorder"]["received"].as_u64().unwrap();
     assert!(overwritten > 0, "overwrites are counted: {c}");
-    assert!(received + kernel_full >= 2_000_000, "every failure was received or counted as dropped: {c}");
-    assert!(meta["event_count"].as_u64().unwrap() <= 10_010, "the window holds N events");
+    assert!(
+        received + kernel_full >= 2_000_000,
+        "every failure was received or counted as dropped: {c}"
+    );
+    assert!(
+        meta["event_count"].as_u64().unwrap() <= 10_010,
+        "the window holds N events"
+    );
     assert!(rss_kib < 96 * 1024, "daemon RSS stays bounded: {rss_kib} KiB");
 }
 
@@ -380,7 +595,10 @@ fn sigusr1_storm_only_produces_complete_dumps() {
     // the daemon still answers, so every signal before this request has been handled
     let last = d.dump();
     assert!(d.is_alive());
-    let files: Vec<PathBuf> = std::fs::read_dir(d.dump_dir()).unwrap().map(|e| e.unwrap().path()).collect();
+    let files: Vec<PathBuf> = std::fs::read_dir(d.dump_dir())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
     assert!(files.len() >= 2, "SIGUSR1 wrote dumps: {files:?}");
     for f in &files {
         let name = f.file_name().unwrap().to_string_lossy().to_string();
@@ -401,10 +619,18 @@ fn unwritable_dump_dir_is_survived() {
     let dir = d.dump_dir();
     std::fs::remove_dir_all(&dir).unwrap();
     std::fs::write(&dir, "not a directory").unwrap();
-    let out = Command::new(tracerd_bin()).arg("dump").arg("--control-socket").arg(d.socket()).output().unwrap();
+    let out = Command::new(tracerd_bin())
+        .arg("dump")
+        .arg("--control-socket")
+        .arg(d.socket())
+        .output()
+        .unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains(dir.to_str().unwrap()), "the error names the directory: {err}");
+    assert!(
+        err.contains(dir.to_str().unwrap()),
+        "the error names the directory: {err}"
+    );
     d.signal(libc::SIGUSR1);
     std::thread::sleep(Duration::from_millis(300));
     assert!(d.is_alive());
@@ -435,17 +661,38 @@ fn bad_inputs_get_one_line_errors() {
     let bad = dir.path().join("bad.toml");
     std::fs::write(&bad, "gap_ms = 100\nnot_a_setting = 1\n").unwrap();
     let err = tracerd_fails(&["run", "--config", bad.to_str().unwrap(), "--control-socket", sock]);
-    assert!(err.contains("bad.toml") && err.contains("line 2") && err.contains("not_a_setting"), "{err}");
+    assert!(
+        err.contains("bad.toml") && err.contains("line 2") && err.contains("not_a_setting"),
+        "{err}"
+    );
     let err = tracerd_fails(&["run", "--config", "/nonexistent/tracerd.toml"]);
     assert!(err.contains("/nonexistent/tracerd.toml"), "{err}");
     let err = tracerd_fails(&["run", "--ring-events", "0", "--control-socket", sock]);
     assert!(err.contains("ring_events"), "{err}");
-    let err = tracerd_fails(&["run", "--uprobe", "/nonexistent/bin:main", "--control-socket", sock]);
+    let err = tracerd_fails(&[
+        "run",
+        "--uprobe",
+        "/nonexistent/bin:main",
+        "--control-socket",
+        sock,
+    ]);
     assert!(err.contains("/nonexistent/bin"), "{err}");
     let prog = program("eventgen");
-    let err = tracerd_fails(&["run", "--uprobe", &format!("{}:no_such_function", prog.display()), "--control-socket", sock]);
+    let err = tracerd_fails(&[
+        "run",
+        "--uprobe",
+        &format!("{}:no_such_function", prog.display()),
+        "--control-socket",
+        sock,
+    ]);
     assert!(err.contains("no_such_function"), "{err}");
-    let err = tracerd_fails(&["run", "--target-exe", "/nonexistent/exe", "--control-socket", sock]);
+    let err = tracerd_fails(&[
+        "run",
+        "--target-exe",
+        "/nonexistent/exe",
+        "--control-socket",
+        sock,
+    ]);
     assert!(err.contains("/nonexistent/exe"), "{err}");
     let err = tracerd_fails(&["dump", "--control-socket", "/nonexistent/control.sock"]);
     assert!(err.contains("cannot reach"), "{err}");
@@ -471,7 +718,10 @@ fn bad_inputs_get_one_line_errors() {
 /// The unit's CapabilityBoundingSet, in setpriv's syntax.
 fn unit_bounding_set() -> String {
     let unit = std::fs::read_to_string(workspace_root().join("systemd/tracerd.service")).unwrap();
-    let line = unit.lines().find(|l| l.starts_with("CapabilityBoundingSet=")).expect("the unit limits capabilities");
+    let line = unit
+        .lines()
+        .find(|l| l.starts_with("CapabilityBoundingSet="))
+        .expect("the unit limits capabilities");
     let caps: Vec<String> = line["CapabilityBoundingSet=".len()..]
         .split_whitespace()
         .map(|c| format!("+{}", c.trim_start_matches("CAP_").to_lowercase()))

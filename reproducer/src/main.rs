@@ -18,7 +18,11 @@ use reproducer::search::{Outcome, Search, SearchConfig};
 use reproducer::testbed::executor::{run, RunOptions, RunReport};
 
 #[derive(Parser)]
-#[command(name = "reproducer", version, about = "Re-inject external faults at the points where they happened")]
+#[command(
+    name = "reproducer",
+    version,
+    about = "Re-inject external faults at the points where they happened"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -127,7 +131,10 @@ fn print_report(r: &RunReport) {
     }
     println!("faults fired: {}/{}", r.fired.len(), r.faults);
     for f in &r.fired {
-        println!("  fault {} {} on {} at +{} ms, pid {} tid {} {}", f.fault, f.kind, f.node, f.at_ms, f.pid, f.tid, f.detail);
+        println!(
+            "  fault {} {} on {} at +{} ms, pid {} tid {} {}",
+            f.fault, f.kind, f.node, f.at_ms, f.pid, f.tid, f.detail
+        );
     }
     if r.kept {
         println!("run directory: {}", r.workdir.display());
@@ -138,46 +145,108 @@ fn print_report(r: &RunReport) {
 }
 
 fn main_inner(cli: Cli) -> Result<bool> {
-    if let Command::Diagnose { traces, scenario, profile, json } = &cli.command {
+    if let Command::Diagnose {
+        traces,
+        scenario,
+        profile,
+        json,
+    } = &cli.command
+    {
         return diagnose_cmd(traces, scenario.as_deref(), profile.as_deref(), *json);
     }
     if !nix::unistd::geteuid().is_root() {
         bail!("reproducer must run as root (it loads BPF programs and creates network namespaces)");
     }
     match cli.command {
-        Command::Run { scenario, schedule, keep } => {
+        Command::Run {
+            scenario,
+            schedule,
+            keep,
+        } => {
             let (sc, faults) = load(&scenario, schedule.as_deref())?;
-            let r = run(&sc, &faults, &RunOptions { keep, ..Default::default() })?;
+            let r = run(
+                &sc,
+                &faults,
+                &RunOptions {
+                    keep,
+                    ..Default::default()
+                },
+            )?;
             print_report(&r);
             Ok(true)
         }
-        Command::Replay { scenario, schedule, runs, target_rate, keep } => {
+        Command::Replay {
+            scenario,
+            schedule,
+            runs,
+            target_rate,
+            keep,
+        } => {
             if runs == 0 || !(0.0..=1.0).contains(&target_rate) {
                 bail!("--runs must be positive and --target-rate between 0 and 1");
             }
             let (sc, faults) = load(&scenario, Some(&schedule))?;
             let mut bugs = 0;
             for i in 1..=runs {
-                let r = run(&sc, &faults, &RunOptions { keep, ..Default::default() })?;
+                let r = run(
+                    &sc,
+                    &faults,
+                    &RunOptions {
+                        keep,
+                        ..Default::default()
+                    },
+                )?;
                 bugs += r.bug as u32;
                 let bug = match &r.not_started {
                     Some(why) => format!("no — {why}"),
                     None => (if r.bug { "yes" } else { "no" }).to_string(),
                 };
-                println!("run {i}/{runs}: bug {bug}, faults fired {}/{}{}", r.fired.len(), r.faults,
-                    if keep { format!(", kept in {}", r.workdir.display()) } else { String::new() });
+                println!(
+                    "run {i}/{runs}: bug {bug}, faults fired {}/{}{}",
+                    r.fired.len(),
+                    r.faults,
+                    if keep {
+                        format!(", kept in {}", r.workdir.display())
+                    } else {
+                        String::new()
+                    }
+                );
             }
             println!("replay rate: {bugs}/{runs}");
             Ok(bugs as f64 / runs as f64 >= target_rate)
         }
         Command::Diagnose { .. } => unreachable!("handled above"),
-        Command::Reproduce { scenario, traces, profile, target_rate, max_runs, out, keep_bytes } => {
-            reproduce_cmd(ReproduceArgs { scenario, traces, profile, target_rate, max_runs, out, keep_bytes })
-        }
-        Command::Profile { scenario, runs, functions_from, infrequent_below, out } => {
+        Command::Reproduce {
+            scenario,
+            traces,
+            profile,
+            target_rate,
+            max_runs,
+            out,
+            keep_bytes,
+        } => reproduce_cmd(ReproduceArgs {
+            scenario,
+            traces,
+            profile,
+            target_rate,
+            max_runs,
+            out,
+            keep_bytes,
+        }),
+        Command::Profile {
+            scenario,
+            runs,
+            functions_from,
+            infrequent_below,
+            out,
+        } => {
             let sc = Scenario::load(&scenario)?;
             profile::check_output(&out)?;
-            let opts = profile::ProfileOptions { runs, function_patterns: functions_from, infrequent_below_per_s: infrequent_below };
+            let opts = profile::ProfileOptions {
+                runs,
+                function_patterns: functions_from,
+                infrequent_below_per_s: infrequent_below,
+            };
             let (p, candidates) = reproducer::profiling::profile(&sc, &opts)?;
             let list = profile::write(&p, &out)?;
             println!("{}", profile::summary(&p, candidates));
@@ -188,7 +257,12 @@ fn main_inner(cli: Cli) -> Result<bool> {
     }
 }
 
-fn diagnose_cmd(traces: &[PathBuf], scenario: Option<&Path>, profile: Option<&Path>, json: bool) -> Result<bool> {
+fn diagnose_cmd(
+    traces: &[PathBuf],
+    scenario: Option<&Path>,
+    profile: Option<&Path>,
+    json: bool,
+) -> Result<bool> {
     let sc = scenario.map(Scenario::load).transpose()?;
     let timeline = Timeline::load(traces, sc.as_ref())?;
     let baseline = profile.map(|p| BaselineRates::load(p, sc.as_ref())).transpose()?;
@@ -217,21 +291,38 @@ fn reproduce_cmd(a: ReproduceArgs) -> Result<bool> {
     }
     let sc = Scenario::load(&a.scenario)?;
     let timeline = Timeline::load(&a.traces, Some(&sc))?;
-    let baseline = a.profile.as_deref().map(|p| BaselineRates::load(p, Some(&sc))).transpose()?;
+    let baseline = a
+        .profile
+        .as_deref()
+        .map(|p| BaselineRates::load(p, Some(&sc)))
+        .transpose()?;
     let d = diagnose(&timeline, Some(&sc), baseline.as_ref());
     eprint!("{}", diagnose::render(&d, Some(&sc)));
     std::fs::create_dir_all(&a.out).map_err(|e| anyhow::anyhow!("--out {}: {e}", a.out.display()))?;
     write_shared(&a.out.join("diagnosis.json"), &serde_json::to_vec_pretty(&d)?)?;
-    let cfg =
-        SearchConfig { target_rate: a.target_rate, max_runs: a.max_runs, out: a.out.clone(), keep_bytes: a.keep_bytes };
+    let cfg = SearchConfig {
+        target_rate: a.target_rate,
+        max_runs: a.max_runs,
+        out: a.out.clone(),
+        keep_bytes: a.keep_bytes,
+    };
     let mut runner = TestbedRunner::new(&sc, &timeline.functions);
     let result = Search::new(&sc, &d, cfg, &mut runner)?.run()?;
     if let Some(text) = report::schedule_text(&sc, &result) {
         write_shared(&a.out.join("schedule.toml"), text.as_bytes())?;
     }
-    write_shared(&a.out.join("report.md"), report::render(&sc, &timeline, &d, &result, &a.out).as_bytes())?;
-    write_shared(&a.out.join("result.json"), &serde_json::to_vec_pretty(&report::summary(&d, &result))?)?;
-    let rate = result.rate().map(|c| c.summary()).unwrap_or_else(|| "never".into());
+    write_shared(
+        &a.out.join("report.md"),
+        report::render(&sc, &timeline, &d, &result, &a.out).as_bytes(),
+    )?;
+    write_shared(
+        &a.out.join("result.json"),
+        &serde_json::to_vec_pretty(&report::summary(&d, &result))?,
+    )?;
+    let rate = result
+        .rate()
+        .map(|c| c.summary())
+        .unwrap_or_else(|| "never".into());
     match &result.outcome {
         Outcome::Reproduced => println!(
             "reproduced: {rate} in an independent replay, at level {}, {} schedules, {} runs (+{} replay runs), {:.0} s",
@@ -243,9 +334,16 @@ fn reproduce_cmd(a: ReproduceArgs) -> Result<bool> {
         ),
         Outcome::Missed(why) => println!("not reproduced at the target: {why}"),
     }
-    println!("schedule: {}\nreport: {}", a.out.join("schedule.toml").display(), a.out.join("report.md").display());
+    println!(
+        "schedule: {}\nreport: {}",
+        a.out.join("schedule.toml").display(),
+        a.out.join("report.md").display()
+    );
     if result.interrupted {
-        bail!("interrupted: what the search found so far is in {}", a.out.display());
+        bail!(
+            "interrupted: what the search found so far is in {}",
+            a.out.display()
+        );
     }
     Ok(matches!(result.outcome, Outcome::Reproduced))
 }

@@ -10,8 +10,8 @@ use std::os::unix::fs::PermissionsExt;
 use anyhow::{bail, Context, Result};
 
 use crate::analysis::profile::{
-    aggregate, candidate_functions, declared_programs, programs_after_run, run_data, Candidate, Profile, ProfileOptions,
-    Program,
+    aggregate, candidate_functions, declared_programs, programs_after_run, run_data, Candidate, Profile,
+    ProfileOptions, Program,
 };
 use crate::analysis::programs;
 use crate::model::plan::FaultPlan;
@@ -29,7 +29,10 @@ pub fn profile(scenario: &Scenario, opts: &ProfileOptions) -> Result<(Profile, u
     }
     let mut programs = declared_programs(scenario)?;
     let (mut candidates, mut why_none) = candidate_functions(scenario, &programs, &opts.function_patterns)?;
-    let base = tempfile::Builder::new().prefix("reproducer-profile-").tempdir().context("profile scratch directory")?;
+    let base = tempfile::Builder::new()
+        .prefix("reproducer-profile-")
+        .tempdir()
+        .context("profile scratch directory")?;
     if scenario.has_users() {
         // a node's account must be able to enter its run directory
         std::fs::set_permissions(base.path(), std::fs::Permissions::from_mode(0o711))?;
@@ -37,7 +40,10 @@ pub fn profile(scenario: &Scenario, opts: &ProfileOptions) -> Result<(Profile, u
     let run_opts = |candidates: &[Candidate]| RunOptions {
         keep: true,
         base_dir: Some(base.path().to_path_buf()),
-        trace_functions: candidates.iter().map(|c| (c.node_index, format!("{}:{}", c.binary, c.symbol))).collect(),
+        trace_functions: candidates
+            .iter()
+            .map(|c| (c.node_index, format!("{}:{}", c.binary, c.symbol)))
+            .collect(),
         profiling: true,
     };
     let mut runs = Vec::new();
@@ -62,13 +68,28 @@ pub fn profile(scenario: &Scenario, opts: &ProfileOptions) -> Result<(Profile, u
             programs_checked = true;
             let ran = programs::executed(scenario, trace, &report.launched)?;
             let found = programs_after_run(&programs, &ran, scenario.nodes.len());
-            let reals = |ps: &[Program]| ps.iter().map(|p| (p.node, p.real.clone())).collect::<BTreeSet<_>>();
+            let reals = |ps: &[Program]| {
+                ps.iter()
+                    .map(|p| (p.node, p.real.clone()))
+                    .collect::<BTreeSet<_>>()
+            };
             if reals(&found) != reals(&programs) {
-                for p in found.iter().filter(|p| !programs.iter().any(|q| q.node == p.node && q.real == p.real)) {
+                for p in found
+                    .iter()
+                    .filter(|p| !programs.iter().any(|q| q.node == p.node && q.real == p.real))
+                {
                     let node = &scenario.nodes[p.node];
-                    println!("profile: node {} runs {} (its command: {})", node.name, p.named.display(), node.command[0]);
+                    println!(
+                        "profile: node {} runs {} (its command: {})",
+                        node.name,
+                        p.named.display(),
+                        node.command[0]
+                    );
                 }
-                println!("profile run {i}/{}: repeated with the functions of the programs the nodes really run", opts.runs);
+                println!(
+                    "profile run {i}/{}: repeated with the functions of the programs the nodes really run",
+                    opts.runs
+                );
                 programs = found;
                 (candidates, why_none) = candidate_functions(scenario, &programs, &opts.function_patterns)?;
                 let _ = std::fs::remove_dir_all(&report.workdir);
@@ -76,7 +97,12 @@ pub fn profile(scenario: &Scenario, opts: &ProfileOptions) -> Result<(Profile, u
             }
         }
         let data = run_data(scenario, trace, &report.launched, report.duration_ms)?;
-        println!("profile run {i}/{}: {:.2} s, {} failed syscalls", opts.runs, data.seconds, data.failures.values().sum::<u64>());
+        println!(
+            "profile run {i}/{}: {:.2} s, {} failed syscalls",
+            opts.runs,
+            data.seconds,
+            data.failures.values().sum::<u64>()
+        );
         let _ = std::fs::remove_dir_all(&report.workdir);
         runs.push(data);
     }
@@ -88,7 +114,11 @@ pub fn profile(scenario: &Scenario, opts: &ProfileOptions) -> Result<(Profile, u
     }
     let mut profile = aggregate(scenario, &candidates, &runs, opts.infrequent_below_per_s);
     for p in &programs {
-        profile.programs.entry(scenario.nodes[p.node].name.clone()).or_default().push(p.named.display().to_string());
+        profile
+            .programs
+            .entry(scenario.nodes[p.node].name.clone())
+            .or_default()
+            .push(p.named.display().to_string());
     }
     Ok((profile, candidates.len()))
 }

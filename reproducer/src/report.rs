@@ -61,16 +61,27 @@ pub fn faults_notation(s: &Schedule) -> String {
             _ => parts.push((name, 1)),
         }
     }
-    parts.iter().map(|(n, k)| if *k > 1 { format!("{n}*{k}") } else { n.clone() }).collect::<Vec<_>>().join(" + ")
+    parts
+        .iter()
+        .map(|(n, k)| if *k > 1 { format!("{n}*{k}") } else { n.clone() })
+        .collect::<Vec<_>>()
+        .join(" + ")
 }
 
 pub fn summary(d: &Diagnosis, r: &SearchResult) -> Summary {
-    let scf: Vec<_> = d.candidates.iter().filter(|c| matches!(c.guess, diagnose::FaultGuess::Syscall { .. })).collect();
+    let scf: Vec<_> = d
+        .candidates
+        .iter()
+        .filter(|c| matches!(c.guess, diagnose::FaultGuess::Syscall { .. }))
+        .collect();
     let c = r.rate();
     let search = r.confirmation;
     Summary {
         reproduced: matches!(r.outcome, Outcome::Reproduced),
-        why_stopped: match &r.outcome { Outcome::Missed(w) => Some(w.clone()), Outcome::Reproduced => None },
+        why_stopped: match &r.outcome {
+            Outcome::Missed(w) => Some(w.clone()),
+            Outcome::Reproduced => None,
+        },
         faults: r.schedule.as_ref().map(faults_notation).unwrap_or_default(),
         level: r.level,
         bugs: c.map(|c| c.bugs).unwrap_or(0),
@@ -85,7 +96,10 @@ pub fn summary(d: &Diagnosis, r: &SearchResult) -> Summary {
         runs_to_first_bug: r.runs_to_first,
         runs_to_confirmed: r.runs_to_confirmed,
         seconds: r.seconds,
-        failures_removed: scf.iter().filter(|c| c.verdict == diagnose::Verdict::Benign).count(),
+        failures_removed: scf
+            .iter()
+            .filter(|c| c.verdict == diagnose::Verdict::Benign)
+            .count(),
         failures_total: scf.len(),
     }
 }
@@ -141,7 +155,11 @@ fn fold_key(e: &TimedEvent) -> String {
 
 fn timeline_lines<'a>(t: &'a Timeline, d: &Diagnosis, until: u64) -> Vec<Line<'a>> {
     let mut lines: Vec<Line> = Vec::new();
-    for e in t.events.iter().filter(|e| e.node.is_some() && e.at_ns <= until + 2_000_000_000) {
+    for e in t
+        .events
+        .iter()
+        .filter(|e| e.node.is_some() && e.at_ns <= until + 2_000_000_000)
+    {
         let key = fold_key(e);
         let used = used_by_diagnosis(e, d);
         match lines.last_mut() {
@@ -149,19 +167,37 @@ fn timeline_lines<'a>(t: &'a Timeline, d: &Diagnosis, until: u64) -> Vec<Line<'a
                 l.count += 1;
                 l.last_ns = e.at_ns;
             }
-            _ => lines.push(Line { first: e, last_ns: e.at_ns, count: 1, used, key }),
+            _ => lines.push(Line {
+                first: e,
+                last_ns: e.at_ns,
+                count: 1,
+                used,
+                key,
+            }),
         }
     }
-    let cut = lines.iter().rposition(|l| l.first.at_ns <= until).map(|i| i + 1).unwrap_or(lines.len());
+    let cut = lines
+        .iter()
+        .rposition(|l| l.first.at_ns <= until)
+        .map(|i| i + 1)
+        .unwrap_or(lines.len());
     let from = cut.saturating_sub(TIMELINE_EVENTS);
-    lines.into_iter().enumerate().filter(|(i, l)| l.used || *i >= from).map(|(_, l)| l).collect()
+    lines
+        .into_iter()
+        .enumerate()
+        .filter(|(i, l)| l.used || *i >= from)
+        .map(|(_, l)| l)
+        .collect()
 }
 
 fn timeline_section(out: &mut String, t: &Timeline, d: &Diagnosis, scenario: &Scenario) {
     let until = d.symptoms.first().map(|s| s.at_ns).unwrap_or(d.end_ns);
     let lines = timeline_lines(t, d, until);
-    let _ = writeln!(out, "## Production timeline around the failure
-");
+    let _ = writeln!(
+        out,
+        "## Production timeline around the failure
+"
+    );
     let _ = writeln!(
         out,
         "Every event the diagnosis used (faults, symptoms, network gaps, failures it did not find benign, context functions) and the last {TIMELINE_EVENTS} lines of the others, up to the first symptom and the 2 s after it; runs of alike events are folded into one line (×N). Times are relative to the first symptom.\n"
@@ -171,18 +207,39 @@ fn timeline_section(out: &mut String, t: &Timeline, d: &Diagnosis, scenario: &Sc
         let e = l.first;
         let dt = e.at_ns as i128 - until as i128;
         let node = e.node.map(|n| scenario.nodes[n].name.as_str()).unwrap_or("?");
-        let folded = if l.count > 1 { format!("  (×{} over {:.1} s)", l.count, (l.last_ns - e.at_ns) as f64 / 1e9) } else { String::new() };
-        let _ = writeln!(out, "{:>+10.3} s  {:<10} {}{folded}", dt as f64 / 1e9, node, e.event.describe());
+        let folded = if l.count > 1 {
+            format!(
+                "  (×{} over {:.1} s)",
+                l.count,
+                (l.last_ns - e.at_ns) as f64 / 1e9
+            )
+        } else {
+            String::new()
+        };
+        let _ = writeln!(
+            out,
+            "{:>+10.3} s  {:<10} {}{folded}",
+            dt as f64 / 1e9,
+            node,
+            e.event.describe()
+        );
     }
     let _ = writeln!(out, "```\n");
 }
 
 fn attempts_section(out: &mut String, result: &SearchResult, base: &Path) {
     let _ = writeln!(out, "## Attempts\n");
-    let _ = writeln!(out, "| # | level | schedule | bug | fired | confirmation | directory |");
+    let _ = writeln!(
+        out,
+        "| # | level | schedule | bug | fired | confirmation | directory |"
+    );
     let _ = writeln!(out, "|---|---|---|---|---|---|---|");
     for a in &result.attempts {
-        let level = if a.level == 0 { "-".to_string() } else { a.level.to_string() };
+        let level = if a.level == 0 {
+            "-".to_string()
+        } else {
+            a.level.to_string()
+        };
         let conf = a.confirmation.map(|c| c.summary()).unwrap_or_default();
         let mut dir = a.dir.strip_prefix(base).unwrap_or(&a.dir).display().to_string();
         if a.runs_pruned {
@@ -192,7 +249,13 @@ fn attempts_section(out: &mut String, result: &SearchResult, base: &Path) {
             Some(n) => format!("no — {}", n.replace('|', "/").replace('\n', " ")),
             None => (if a.bug { "yes" } else { "no" }).to_string(),
         };
-        let _ = writeln!(out, "| {} | {level} | {} | {bug} | {} | {conf} | {dir} |", a.number, a.what.replace('|', "/"), a.fired);
+        let _ = writeln!(
+            out,
+            "| {} | {level} | {} | {bug} | {} | {conf} | {dir} |",
+            a.number,
+            a.what.replace('|', "/"),
+            a.fired
+        );
     }
     if !result.pruned.attempts.is_empty() {
         let _ = writeln!(
@@ -206,27 +269,58 @@ fn attempts_section(out: &mut String, result: &SearchResult, base: &Path) {
     out.push('\n');
 }
 
-pub fn render(scenario: &Scenario, t: &Timeline, d: &Diagnosis, result: &SearchResult, out_dir: &Path) -> String {
+pub fn render(
+    scenario: &Scenario,
+    t: &Timeline,
+    d: &Diagnosis,
+    result: &SearchResult,
+    out_dir: &Path,
+) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "# Reproduction report: {}\n", scenario.name);
-    let first = result.runs_to_first.map(|r| format!(", first bug at run {r}")).unwrap_or_default();
+    let first = result
+        .runs_to_first
+        .map(|r| format!(", first bug at run {r}"))
+        .unwrap_or_default();
     match (&result.outcome, &result.rate()) {
         (Outcome::Reproduced, Some(c)) => {
-            let _ = writeln!(out, "**Reproduced** at {} — level {}, {} schedules, {} runs{first}, {:.1} min.\n", c.summary(), result.level, result.schedules_tried, result.runs, result.seconds / 60.0);
+            let _ = writeln!(
+                out,
+                "**Reproduced** at {} — level {}, {} schedules, {} runs{first}, {:.1} min.\n",
+                c.summary(),
+                result.level,
+                result.schedules_tried,
+                result.runs,
+                result.seconds / 60.0
+            );
             if let (Some(_), Some(s)) = (result.replay, result.confirmation) {
                 let _ = writeln!(out, "The rate is that of an independent replay of the accepted schedule ({} fresh runs, not counted in the search's); the search's own sequential test had given {}.\n", c.runs, s.summary());
             }
         }
         (Outcome::Missed(why), _) => {
-            let _ = writeln!(out, "**Not reproduced at the target rate**: {why}. {} schedules, {} runs{first}, {:.1} min.\n", result.schedules_tried, result.runs, result.seconds / 60.0);
+            let _ = writeln!(
+                out,
+                "**Not reproduced at the target rate**: {why}. {} schedules, {} runs{first}, {:.1} min.\n",
+                result.schedules_tried,
+                result.runs,
+                result.seconds / 60.0
+            );
         }
         _ => {}
     }
     if result.schedule.is_some() {
-        let _ = writeln!(out, "Replay: `reproducer replay --scenario SCENARIO --schedule {}`\n", out_dir.join("schedule.toml").display());
+        let _ = writeln!(
+            out,
+            "Replay: `reproducer replay --scenario SCENARIO --schedule {}`\n",
+            out_dir.join("schedule.toml").display()
+        );
     }
     timeline_section(&mut out, t, d, scenario);
-    let _ = writeln!(out, "## Diagnosis\n\n```\n{}```\n", diagnose::render(d, Some(scenario)));
+    let _ = writeln!(
+        out,
+        "## Diagnosis\n\n```\n{}```\n",
+        diagnose::render(d, Some(scenario))
+    );
     let _ = writeln!(out, "## Faults chosen and why\n");
     match &result.schedule {
         Some(s) => {
@@ -264,7 +358,13 @@ mod tests {
         [[faults]]\nnode = \"db1\"\nkind = \"syscall\"\nsyscall = \"write\"\nerrno = \"EIO\"\nafter_functions = [\"flush\"]\n";
 
     fn result(outcome: Outcome) -> SearchResult {
-        let confirmation = Confirmation { bugs: 7, runs: 7, met: true, low: 0.64, high: 1.0 };
+        let confirmation = Confirmation {
+            bugs: 7,
+            runs: 7,
+            met: true,
+            low: 0.64,
+            high: 1.0,
+        };
         SearchResult {
             outcome,
             schedule: Some(Schedule::parse(SCHEDULE, "s").unwrap()),
@@ -297,7 +397,12 @@ mod tests {
 
     fn diagnosis() -> Diagnosis {
         let scf = |verdict| Candidate {
-            guess: FaultGuess::Syscall { syscall: "read".into(), errno: "EIO".into(), path: None, raw_path: None },
+            guess: FaultGuess::Syscall {
+                syscall: "read".into(),
+                errno: "EIO".into(),
+                path: None,
+                raw_path: None,
+            },
             node: Some(0),
             who: "db1".into(),
             pid: 1,
@@ -310,12 +415,22 @@ mod tests {
             verdict,
             why: String::new(),
         };
-        Diagnosis { candidates: vec![scf(Verdict::Benign), scf(Verdict::Cause)], symptoms: Vec::new(), start_ns: 0, end_ns: 0, unmapped_events: 0, notes: Vec::new() }
+        Diagnosis {
+            candidates: vec![scf(Verdict::Benign), scf(Verdict::Cause)],
+            symptoms: Vec::new(),
+            start_ns: 0,
+            end_ns: 0,
+            unmapped_events: 0,
+            notes: Vec::new(),
+        }
     }
 
     #[test]
     fn notation_groups_repeated_faults() {
-        assert_eq!(faults_notation(&Schedule::parse(SCHEDULE, "s").unwrap()), "PS(Crash)*2 + SCF(write)");
+        assert_eq!(
+            faults_notation(&Schedule::parse(SCHEDULE, "s").unwrap()),
+            "PS(Crash)*2 + SCF(write)"
+        );
         assert_eq!(faults_notation(&Schedule::default()), "");
     }
 
@@ -323,7 +438,10 @@ mod tests {
     fn summary_is_one_benchmark_row() {
         let s = summary(&diagnosis(), &result(Outcome::Reproduced));
         assert!(s.reproduced && s.why_stopped.is_none());
-        assert_eq!((s.level, s.bugs, s.confirm_runs, s.runs, s.schedules), (2, 7, 7, 12, 3));
+        assert_eq!(
+            (s.level, s.bugs, s.confirm_runs, s.runs, s.schedules),
+            (2, 7, 7, 12, 3)
+        );
         assert_eq!((s.failures_removed, s.failures_total), (1, 2));
         let s = summary(&diagnosis(), &result(Outcome::Missed("budget".into())));
         assert_eq!((s.reproduced, s.why_stopped.as_deref()), (false, Some("budget")));
@@ -333,7 +451,13 @@ mod tests {
     fn report_and_schedule_render_every_section() {
         let scenario = Scenario::parse(SCENARIO, "t").unwrap();
         let r = result(Outcome::Reproduced);
-        let text = render(&scenario, &Timeline::default(), &diagnosis(), &r, Path::new("/out"));
+        let text = render(
+            &scenario,
+            &Timeline::default(),
+            &diagnosis(),
+            &r,
+            Path::new("/out"),
+        );
         for needle in [
             "# Reproduction report: kv",
             "**Reproduced** at 7/7",
@@ -349,26 +473,67 @@ mod tests {
         ] {
             assert!(text.contains(needle), "{needle:?} in\n{text}");
         }
-        let missed = render(&scenario, &Timeline::default(), &diagnosis(), &result(Outcome::Missed("the budget is spent".into())), Path::new("/out"));
-        assert!(missed.contains("**Not reproduced at the target rate**: the budget is spent."), "{missed}");
+        let missed = render(
+            &scenario,
+            &Timeline::default(),
+            &diagnosis(),
+            &result(Outcome::Missed("the budget is spent".into())),
+            Path::new("/out"),
+        );
+        assert!(
+            missed.contains("**Not reproduced at the target rate**: the budget is spent."),
+            "{missed}"
+        );
         let toml = schedule_text(&scenario, &r).unwrap();
-        assert!(toml.starts_with("# generated by `reproducer reproduce` for scenario kv: reproduces the bug 7/7"), "{toml}");
-        assert_eq!(Schedule::parse(&toml, "again").unwrap(), Schedule::parse(SCHEDULE, "s").unwrap(), "the file replays");
+        assert!(
+            toml.starts_with("# generated by `reproducer reproduce` for scenario kv: reproduces the bug 7/7"),
+            "{toml}"
+        );
+        assert_eq!(
+            Schedule::parse(&toml, "again").unwrap(),
+            Schedule::parse(SCHEDULE, "s").unwrap(),
+            "the file replays"
+        );
     }
 
     #[test]
     fn the_replay_is_the_result_and_the_search_s_test_is_kept_apart() {
         let scenario = Scenario::parse(SCENARIO, "t").unwrap();
         let mut r = result(Outcome::Reproduced);
-        r.replay = Some(Confirmation { bugs: 9, runs: 10, met: true, low: 0.6, high: 0.98 });
+        r.replay = Some(Confirmation {
+            bugs: 9,
+            runs: 10,
+            met: true,
+            low: 0.6,
+            high: 0.98,
+        });
         r.attempts[0].note = Some("node db1 exited (exit status: 1) before it was ready; fault 1 fired in pid 7 before it was ready".into());
         let s = summary(&diagnosis(), &r);
-        assert_eq!((s.bugs, s.confirm_runs, s.search_bugs, s.search_confirm_runs), (9, 10, 7, 7));
-        let text = render(&scenario, &Timeline::default(), &diagnosis(), &r, Path::new("/out"));
+        assert_eq!(
+            (s.bugs, s.confirm_runs, s.search_bugs, s.search_confirm_runs),
+            (9, 10, 7, 7)
+        );
+        let text = render(
+            &scenario,
+            &Timeline::default(),
+            &diagnosis(),
+            &r,
+            Path::new("/out"),
+        );
         assert!(text.contains("**Reproduced** at 9/10"), "{text}");
-        assert!(text.contains("independent replay of the accepted schedule (10 fresh runs"), "{text}");
-        assert!(text.contains("| no — node db1 exited (exit status: 1) before it was ready; fault 1 fired in pid 7"), "{text}");
-        assert!(schedule_text(&scenario, &r).unwrap().contains("reproduces the bug 9/10"));
+        assert!(
+            text.contains("independent replay of the accepted schedule (10 fresh runs"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "| no — node db1 exited (exit status: 1) before it was ready; fault 1 fired in pid 7"
+            ),
+            "{text}"
+        );
+        assert!(schedule_text(&scenario, &r)
+            .unwrap()
+            .contains("reproduces the bug 9/10"));
     }
 
     #[test]
@@ -382,24 +547,75 @@ mod tests {
             at_ns,
             node: Some(node),
             dump: 0,
-            event: Event { ts_ns: at_ns, realtime_ns: at_ns, host: "h".into(), pid: 10 + node as u32, tid: 10, comm: "kv".into(), what },
+            event: Event {
+                ts_ns: at_ns,
+                realtime_ns: at_ns,
+                host: "h".into(),
+                pid: 10 + node as u32,
+                tid: 10,
+                comm: "kv".into(),
+                what,
+            },
         };
         let mut events = vec![
-            ev(10 * s, 0, What::NetworkGap(NetworkGap { local: Some("10.7.0.1:4000".parse().unwrap()), peer: Some("10.7.0.2:6379".parse().unwrap()), duration_ms: 5000, packets: 9, ongoing: false })),
-            ev(10 * s + s / 10, 1, What::NetworkGap(NetworkGap { local: Some("10.7.0.2:6379".parse().unwrap()), peer: Some("10.7.0.1:4000".parse().unwrap()), duration_ms: 4900, packets: 9, ongoing: false })),
+            ev(
+                10 * s,
+                0,
+                What::NetworkGap(NetworkGap {
+                    local: Some("10.7.0.1:4000".parse().unwrap()),
+                    peer: Some("10.7.0.2:6379".parse().unwrap()),
+                    duration_ms: 5000,
+                    packets: 9,
+                    ongoing: false,
+                }),
+            ),
+            ev(
+                10 * s + s / 10,
+                1,
+                What::NetworkGap(NetworkGap {
+                    local: Some("10.7.0.2:6379".parse().unwrap()),
+                    peer: Some("10.7.0.1:4000".parse().unwrap()),
+                    duration_ms: 4900,
+                    packets: 9,
+                    ongoing: false,
+                }),
+            ),
         ];
         // the Go runtime's futex noise, after the gap and up to the symptom
         for i in 0..80u64 {
-            let f = SyscallFailure { syscall: "futex".into(), ret: -11, errno: Some("EAGAIN".into()), fd: None, path: None, peer: None };
+            let f = SyscallFailure {
+                syscall: "futex".into(),
+                ret: -11,
+                errno: Some("EAGAIN".into()),
+                fd: None,
+                path: None,
+                peer: None,
+            };
             events.push(ev(16 * s + i * s / 20, 0, What::SyscallFailure(f)));
         }
-        events.push(ev(21 * s, 0, What::ProcessState(ProcessChange { state: State::Exited { code: 1 }, signal: None, sender: None, ongoing: false })));
+        events.push(ev(
+            21 * s,
+            0,
+            What::ProcessState(ProcessChange {
+                state: State::Exited { code: 1 },
+                signal: None,
+                sender: None,
+                ongoing: false,
+            }),
+        ));
         events.sort_by_key(|e| e.at_ns);
-        let t = Timeline { events, dumps: Vec::new(), functions: Vec::new() };
+        let t = Timeline {
+            events,
+            dumps: Vec::new(),
+            functions: Vec::new(),
+        };
         let d = diagnose(&t, Some(&scenario), None);
         let mut out = String::new();
         timeline_section(&mut out, &t, &d, &scenario);
-        assert!(out.contains("10.7.0.1:4000 -> 10.7.0.2:6379 silent 5000 ms"), "the partition's evidence is shown: {out}");
+        assert!(
+            out.contains("10.7.0.1:4000 -> 10.7.0.2:6379 silent 5000 ms"),
+            "the partition's evidence is shown: {out}"
+        );
         assert!(out.contains("exited with code 1"), "{out}");
         let futex_lines = out.lines().filter(|l| l.contains("futex")).count();
         assert_eq!(futex_lines, 1, "the noise folds into one line: {out}");

@@ -33,7 +33,10 @@ pub fn program(name: &str) -> PathBuf {
     }
     let out_dir = workspace_root().join("target").join("test-programs");
     std::fs::create_dir_all(&out_dir).expect("creating target/test-programs");
-    let src = workspace_root().join("tests").join("programs").join(format!("{name}.c"));
+    let src = workspace_root()
+        .join("tests")
+        .join("programs")
+        .join(format!("{name}.c"));
     let out = out_dir.join(name);
     let status = Command::new("cc")
         .args(["-O1", "-g", "-o"])
@@ -57,7 +60,10 @@ pub fn go_program(name: &str) -> PathBuf {
     }
     let out_dir = workspace_root().join("target").join("test-programs");
     std::fs::create_dir_all(&out_dir).expect("creating target/test-programs");
-    let src = workspace_root().join("tests").join("programs").join(format!("{name}.go"));
+    let src = workspace_root()
+        .join("tests")
+        .join("programs")
+        .join(format!("{name}.go"));
     let unstripped = out_dir.join(format!("{name}.unstripped"));
     let cache = tempfile::tempdir().expect("a Go build cache");
     let out = Command::new("go")
@@ -70,9 +76,19 @@ pub fn go_program(name: &str) -> PathBuf {
         .env("GOPATH", cache.path().join("gopath"))
         .output()
         .expect("running go (Debian package golang-go; scripts/test installs it)");
-    assert!(out.status.success(), "go build {}: {}", src.display(), String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "go build {}: {}",
+        src.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
     let bin = out_dir.join(name);
-    let status = Command::new("strip").arg("-o").arg(&bin).arg(&unstripped).status().expect("running strip");
+    let status = Command::new("strip")
+        .arg("-o")
+        .arg(&bin)
+        .arg(&unstripped)
+        .status()
+        .expect("running strip");
     assert!(status.success(), "stripping {}", unstripped.display());
     built.push((name.to_string(), bin.clone()));
     bin
@@ -135,11 +151,17 @@ impl Daemon {
                 return;
             }
             if let Ok(Some(status)) = self.child_status() {
-                panic!("tracerd exited ({status}) before logging '{needle}':\n{}", self.log_text());
+                panic!(
+                    "tracerd exited ({status}) before logging '{needle}':\n{}",
+                    self.log_text()
+                );
             }
             std::thread::sleep(Duration::from_millis(50));
         }
-        panic!("tracerd did not log '{needle}' within {timeout:?}:\n{}", self.log_text());
+        panic!(
+            "tracerd did not log '{needle}' within {timeout:?}:\n{}",
+            self.log_text()
+        );
     }
 
     fn child_status(&self) -> std::io::Result<Option<std::process::ExitStatus>> {
@@ -228,14 +250,20 @@ impl Drop for Daemon {
 /// Runs a command to completion, asserting success; returns stdout.
 pub fn run_ok(cmd: &mut Command) -> String {
     let out = cmd.output().unwrap_or_else(|e| panic!("running {cmd:?}: {e}"));
-    assert!(out.status.success(), "{cmd:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// `tracerd inspect --json FILE`, parsed.
 pub fn inspect_json(path: &Path) -> Vec<serde_json::Value> {
     let out = run_ok(Command::new(tracerd_bin()).arg("inspect").arg("--json").arg(path));
-    out.lines().map(|l| serde_json::from_str(l).expect("inspect --json prints JSON lines")).collect()
+    out.lines()
+        .map(|l| serde_json::from_str(l).expect("inspect --json prints JSON lines"))
+        .collect()
 }
 
 pub fn inspect_meta(path: &Path) -> serde_json::Value {
@@ -256,15 +284,38 @@ impl NetnsPair {
         let id = std::process::id() % 200 + 20;
         let a = format!("trd{tag}a{}", std::process::id());
         let b = format!("trd{tag}b{}", std::process::id());
-        let pair = NetnsPair { a: a.clone(), b: b.clone(), addr_a: format!("10.231.{id}.1"), addr_b: format!("10.231.{id}.2") };
+        let pair = NetnsPair {
+            a: a.clone(),
+            b: b.clone(),
+            addr_a: format!("10.231.{id}.1"),
+            addr_b: format!("10.231.{id}.2"),
+        };
         let ip = |args: &[&str]| run_ok(Command::new("ip").args(args));
         ip(&["netns", "add", &a]);
         ip(&["netns", "add", &b]);
         let va = format!("v{}a", std::process::id());
         let vb = format!("v{}b", std::process::id());
-        ip(&["link", "add", &va, "netns", &a, "type", "veth", "peer", "name", &vb, "netns", &b]);
-        ip(&["-n", &a, "addr", "add", &format!("{}/24", pair.addr_a), "dev", &va]);
-        ip(&["-n", &b, "addr", "add", &format!("{}/24", pair.addr_b), "dev", &vb]);
+        ip(&[
+            "link", "add", &va, "netns", &a, "type", "veth", "peer", "name", &vb, "netns", &b,
+        ]);
+        ip(&[
+            "-n",
+            &a,
+            "addr",
+            "add",
+            &format!("{}/24", pair.addr_a),
+            "dev",
+            &va,
+        ]);
+        ip(&[
+            "-n",
+            &b,
+            "addr",
+            "add",
+            &format!("{}/24", pair.addr_b),
+            "dev",
+            &vb,
+        ]);
         for (ns, dev) in [(&a, &va), (&b, &vb)] {
             ip(&["-n", ns, "link", "set", dev, "up"]);
             ip(&["-n", ns, "link", "set", "lo", "up"]);
@@ -289,5 +340,8 @@ impl Drop for NetnsPair {
 
 /// Events of `kind` from `pid`.
 pub fn events_of<'a>(events: &'a [serde_json::Value], kind: &str, pid: u32) -> Vec<&'a serde_json::Value> {
-    events.iter().filter(|e| e["kind"] == kind && e["pid"] == pid).collect()
+    events
+        .iter()
+        .filter(|e| e["kind"] == kind && e["pid"] == pid)
+        .collect()
 }

@@ -131,7 +131,11 @@ pub fn bytes_of<T: Plain>(value: &T) -> &[u8] {
 pub fn c_bytes(buf: &[i8], len_hint: usize) -> &[u8] {
     // SAFETY: i8 and u8 have the same size and alignment.
     let bytes: &[u8] = unsafe { std::slice::from_raw_parts(buf.as_ptr().cast(), buf.len()) };
-    let limit = if len_hint == 0 { bytes.len() } else { len_hint.min(bytes.len()) };
+    let limit = if len_hint == 0 {
+        bytes.len()
+    } else {
+        len_hint.min(bytes.len())
+    };
     let end = bytes[..limit].iter().position(|&b| b == 0).unwrap_or(limit);
     &bytes[..end]
 }
@@ -151,13 +155,23 @@ mod tests {
 
     #[test]
     fn raw_values_round_trip() {
-        for k in [EventKind::SyscallFailure, EventKind::Function, EventKind::NetworkGap, EventKind::ProcessState, EventKind::ProcessStart] {
+        for k in [
+            EventKind::SyscallFailure,
+            EventKind::Function,
+            EventKind::NetworkGap,
+            EventKind::ProcessState,
+            EventKind::ProcessStart,
+        ] {
             assert_eq!(EventKind::from_raw(k as u32), Some(k));
         }
         for s in [ProcessState::Paused, ProcessState::Exited, ProcessState::Killed] {
             assert_eq!(ProcessState::from_raw(s as u32), Some(s));
         }
-        for c in [PauseCause::Stopped, PauseCause::Uninterruptible, PauseCause::Frozen] {
+        for c in [
+            PauseCause::Stopped,
+            PauseCause::Uninterruptible,
+            PauseCause::Frozen,
+        ] {
             assert_eq!(PauseCause::from_raw(c as u32), Some(c));
         }
         assert_eq!(EventKind::from_raw(0), None);

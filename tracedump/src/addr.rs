@@ -49,13 +49,23 @@ mod tests {
     fn round_trips_v4_v6_and_mapped() {
         let mut v4 = [0u8; 16];
         v4[..4].copy_from_slice(&[10, 0, 0, 2]);
-        assert_eq!(decode_addr(&encoded(libc::AF_INET, 6379, v4)), Some("10.0.0.2:6379".parse().unwrap()));
+        assert_eq!(
+            decode_addr(&encoded(libc::AF_INET, 6379, v4)),
+            Some("10.0.0.2:6379".parse().unwrap())
+        );
         let v6: Ipv6Addr = "fd00::1".parse().unwrap();
-        assert_eq!(decode_addr(&encoded(libc::AF_INET6, 80, v6.octets())), Some("[fd00::1]:80".parse().unwrap()));
+        assert_eq!(
+            decode_addr(&encoded(libc::AF_INET6, 80, v6.octets())),
+            Some("[fd00::1]:80".parse().unwrap())
+        );
         let mapped: Ipv6Addr = "::ffff:10.0.0.3".parse().unwrap();
         let a = decode_addr(&encoded(libc::AF_INET6, 7, mapped.octets())).unwrap();
         assert_eq!(a.to_string(), "10.0.0.3:7");
         assert_eq!(decode_addr(&encoded(libc::AF_UNIX, 0, [0; 16])), None);
-        assert_eq!(decode_addr(b"/a/path/that/is/long/enough"), None, "a path blob is no address");
+        assert_eq!(
+            decode_addr(b"/a/path/that/is/long/enough"),
+            None,
+            "a path blob is no address"
+        );
     }
 }

@@ -16,7 +16,9 @@ pub const SHARED: u32 = 0o644;
 
 /// The temp name a write of `path` uses: `.NAME.PID.tmp` beside it.
 pub fn temp_path(path: &Path) -> Result<PathBuf> {
-    let name = path.file_name().with_context(|| format!("{}: not a file name", path.display()))?;
+    let name = path
+        .file_name()
+        .with_context(|| format!("{}: not a file name", path.display()))?;
     Ok(dir_of(path).join(format!(".{}.{}.tmp", name.to_string_lossy(), std::process::id())))
 }
 
@@ -31,7 +33,11 @@ fn dir_of(path: &Path) -> PathBuf {
 pub fn write_with(path: &Path, mode: u32, fill: impl FnOnce(&mut dyn Write) -> Result<()>) -> Result<()> {
     let temp = temp_path(path)?;
     let result = (|| -> Result<()> {
-        let file = OpenOptions::new().write(true).create_new(true).mode(mode).open(&temp)?;
+        let file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(mode)
+            .open(&temp)?;
         let mut w = BufWriter::with_capacity(1 << 20, &file);
         fill(&mut w)?;
         w.flush()?;
@@ -65,11 +71,24 @@ mod tests {
         write_bytes(&path, PRIVATE, b"one").unwrap();
         write_bytes(&path, PRIVATE, b"two").unwrap();
         assert_eq!(std::fs::read(&path).unwrap(), b"two");
-        assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
         let e = write_with(&path, SHARED, |_| anyhow::bail!("disk on fire")).unwrap_err();
-        assert!(format!("{e:#}").contains("out.json") && format!("{e:#}").contains("disk on fire"), "{e:#}");
-        assert_eq!(std::fs::read(&path).unwrap(), b"two", "a failed write keeps the old file");
-        let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert!(
+            format!("{e:#}").contains("out.json") && format!("{e:#}").contains("disk on fire"),
+            "{e:#}"
+        );
+        assert_eq!(
+            std::fs::read(&path).unwrap(),
+            b"two",
+            "a failed write keeps the old file"
+        );
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
         assert_eq!(names, vec![std::ffi::OsString::from("out.json")]);
         let e = write_bytes(&dir.path().join("missing/x"), SHARED, b"").unwrap_err();
         assert!(format!("{e:#}").contains("missing/x"), "{e:#}");

@@ -53,12 +53,20 @@ pub struct ClockPair {
 impl ClockPair {
     pub fn now() -> ClockPair {
         use nix::time::{clock_gettime, ClockId};
-        let ns = |c| clock_gettime(c).map(|t| t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64).unwrap_or(0);
+        let ns = |c| {
+            clock_gettime(c)
+                .map(|t| t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64)
+                .unwrap_or(0)
+        };
         let b1 = ns(ClockId::CLOCK_BOOTTIME);
         let monotonic_ns = ns(ClockId::CLOCK_MONOTONIC);
         let realtime_ns = ns(ClockId::CLOCK_REALTIME);
         let b2 = ns(ClockId::CLOCK_BOOTTIME);
-        ClockPair { boottime_ns: b1 + (b2 - b1) / 2, monotonic_ns, realtime_ns }
+        ClockPair {
+            boottime_ns: b1 + (b2 - b1) / 2,
+            monotonic_ns,
+            realtime_ns,
+        }
     }
 
     /// Wall-clock time of a CLOCK_BOOTTIME timestamp.
@@ -167,7 +175,13 @@ fn encode_record(r: &Record, out: &mut [u8; RECORD_SIZE]) {
     out[12..16].copy_from_slice(&r.tid.to_le_bytes());
     out[16..32].copy_from_slice(&r.comm);
     match r.payload {
-        Payload::SyscallFailure { nr, ret, fd, open_id, blob } => {
+        Payload::SyscallFailure {
+            nr,
+            ret,
+            fd,
+            open_id,
+            blob,
+        } => {
             out[32] = KIND_SYSCALL;
             out[34..36].copy_from_slice(&nr.to_le_bytes());
             out[36..40].copy_from_slice(&ret.to_le_bytes());
@@ -179,14 +193,29 @@ fn encode_record(r: &Record, out: &mut [u8; RECORD_SIZE]) {
             out[32] = KIND_FUNCTION;
             out[48..56].copy_from_slice(&function_id.to_le_bytes());
         }
-        Payload::NetworkGap { gap_ns, packets, endpoints, ongoing } => {
+        Payload::NetworkGap {
+            gap_ns,
+            packets,
+            endpoints,
+            ongoing,
+        } => {
             out[32] = KIND_GAP;
             out[33] = if ongoing { FLAG_ONGOING } else { 0 };
             out[40..48].copy_from_slice(&gap_ns.to_le_bytes());
             out[48..56].copy_from_slice(&packets.to_le_bytes());
             out[56..64].copy_from_slice(&endpoints.raw().to_le_bytes());
         }
-        Payload::ProcessState { state, cause, signal, core_dumped, ongoing, exit_code, sender_pid, duration_ns, sender_comm } => {
+        Payload::ProcessState {
+            state,
+            cause,
+            signal,
+            core_dumped,
+            ongoing,
+            exit_code,
+            sender_pid,
+            duration_ns,
+            sender_comm,
+        } => {
             out[32] = KIND_PROCESS;
             out[33] = (if ongoing { FLAG_ONGOING } else { 0 }) | (if core_dumped { FLAG_CORE } else { 0 });
             out[34] = state;
@@ -219,7 +248,9 @@ fn decode_record(b: &[u8]) -> Option<Record> {
             open_id: le_u64(&b[48..56]),
             blob: BlobRef::from_raw(le_u64(&b[56..64])),
         },
-        KIND_FUNCTION => Payload::Function { function_id: le_u64(&b[48..56]) },
+        KIND_FUNCTION => Payload::Function {
+            function_id: le_u64(&b[48..56]),
+        },
         KIND_GAP => Payload::NetworkGap {
             gap_ns: le_u64(&b[40..48]),
             packets: le_u64(&b[48..56]),
@@ -239,7 +270,13 @@ fn decode_record(b: &[u8]) -> Option<Record> {
         },
         _ => return None,
     };
-    Some(Record { ts_ns: le_u64(&b[0..8]), pid: le_u32(&b[8..12]), tid: le_u32(&b[12..16]), comm, payload })
+    Some(Record {
+        ts_ns: le_u64(&b[0..8]),
+        pid: le_u32(&b[8..12]),
+        tid: le_u32(&b[12..16]),
+        comm,
+        payload,
+    })
 }
 
 fn write_section(w: &mut impl Write, tag: u32, payload: &[u8]) -> std::io::Result<()> {
@@ -285,7 +322,8 @@ pub fn write_dump(dir: &Path, name: &str, contents: &DumpContents<'_>) -> Result
 }
 
 fn read_exact_or(r: &mut impl Read, buf: &mut [u8], what: &str) -> Result<()> {
-    r.read_exact(buf).with_context(|| format!("truncated or corrupt ({what})"))
+    r.read_exact(buf)
+        .with_context(|| format!("truncated or corrupt ({what})"))
 }
 
 impl Dump {
@@ -298,19 +336,25 @@ impl Dump {
         let file = File::open(path)?;
         let mut r = BufReader::new(file);
         let mut head = [0u8; 16];
-        r.read_exact(&mut head).map_err(|_| anyhow::anyhow!("not a tracerd dump (file too short)"))?;
+        r.read_exact(&mut head)
+            .map_err(|_| anyhow::anyhow!("not a tracerd dump (file too short)"))?;
         if &head[..8] != MAGIC {
             bail!("not a tracerd dump (bad magic)");
         }
         let version = le_u32(&head[8..12]);
         if version != FORMAT_VERSION {
-            bail!("dump format version {version} is not supported (this reader knows version {FORMAT_VERSION})");
+            bail!(
+                "dump format version {version} is not supported (this reader knows version {FORMAT_VERSION})"
+            );
         }
         let mut z = zstd::Decoder::new(r)?;
         // a corrupt frame header must not make the decoder allocate a huge window
         z.window_log_max(MAX_WINDOW_LOG)?;
         let mut meta: Option<DumpMeta> = None;
-        let mut blobs = BlobWindow { base: 0, bytes: Vec::new() };
+        let mut blobs = BlobWindow {
+            base: 0,
+            bytes: Vec::new(),
+        };
         let mut records = Vec::new();
         loop {
             let mut sh = [0u8; 12];
@@ -319,7 +363,8 @@ impl Dump {
             if tag == SECTION_END {
                 // read the frame to its end so that its checksum is verified
                 let mut rest = Vec::new();
-                z.read_to_end(&mut rest).context("truncated or corrupt (frame end)")?;
+                z.read_to_end(&mut rest)
+                    .context("truncated or corrupt (frame end)")?;
                 if !rest.is_empty() {
                     bail!("corrupt: data after the end marker");
                 }
@@ -330,17 +375,25 @@ impl Dump {
             }
             // grows with the bytes that really arrive, never to a corrupt claimed length
             let mut payload = Vec::new();
-            (&mut z).take(len).read_to_end(&mut payload).context("truncated or corrupt (section payload)")?;
+            (&mut z)
+                .take(len)
+                .read_to_end(&mut payload)
+                .context("truncated or corrupt (section payload)")?;
             if payload.len() as u64 != len {
                 bail!("truncated or corrupt (section {tag} is shorter than its header says)");
             }
             match tag {
-                SECTION_META => meta = Some(serde_json::from_slice(&payload).context("corrupt meta section")?),
+                SECTION_META => {
+                    meta = Some(serde_json::from_slice(&payload).context("corrupt meta section")?)
+                }
                 SECTION_BLOBS => {
                     if payload.len() < 8 {
                         bail!("corrupt blob section");
                     }
-                    blobs = BlobWindow { base: le_u64(&payload[..8]), bytes: payload[8..].to_vec() };
+                    blobs = BlobWindow {
+                        base: le_u64(&payload[..8]),
+                        bytes: payload[8..].to_vec(),
+                    };
                 }
                 SECTION_EVENTS => records = decode_events(&payload)?,
                 _ => {}
@@ -384,13 +437,22 @@ struct Resolver<'a> {
 impl<'a> Resolver<'a> {
     fn new(dump: &'a Dump) -> Self {
         let opens = dump.meta.open_files.iter().map(|o| (o.open_id, o)).collect();
-        let cwd = dump.meta.processes.iter().filter_map(|p| Some((p.pid, p.cwd.as_deref()?))).collect();
+        let cwd = dump
+            .meta
+            .processes
+            .iter()
+            .filter_map(|p| Some((p.pid, p.cwd.as_deref()?)))
+            .collect();
         Resolver { dump, opens, cwd }
     }
 
     fn join(base: &str, rel: &str) -> String {
         let rel = rel.strip_prefix("./").unwrap_or(rel);
-        if base.ends_with('/') { format!("{base}{rel}") } else { format!("{base}/{rel}") }
+        if base.ends_with('/') {
+            format!("{base}{rel}")
+        } else {
+            format!("{base}/{rel}")
+        }
     }
 
     fn open_path(&self, open_id: u64, depth: u32) -> Option<String> {
@@ -413,7 +475,11 @@ impl<'a> Resolver<'a> {
         if path.starts_with('/') {
             return path.to_string();
         }
-        let base = if dir_open_id != 0 { self.open_path(dir_open_id, 0) } else { self.cwd.get(&pid).map(|s| s.to_string()) };
+        let base = if dir_open_id != 0 {
+            self.open_path(dir_open_id, 0)
+        } else {
+            self.cwd.get(&pid).map(|s| s.to_string())
+        };
         match base {
             Some(b) => Self::join(&b, path),
             None => path.to_string(),
@@ -427,7 +493,13 @@ impl<'a> Resolver<'a> {
     fn event(&self, r: &Record) -> Event {
         let end = r.comm.iter().position(|&b| b == 0).unwrap_or(16);
         let what = match r.payload {
-            Payload::SyscallFailure { nr, ret, fd, open_id, blob } => {
+            Payload::SyscallFailure {
+                nr,
+                ret,
+                fd,
+                open_id,
+                blob,
+            } => {
                 let (mut path, mut peer) = (None, None);
                 match self.blob(blob) {
                     Some(b) if b.first() == Some(&0) => peer = decode_addr(b),
@@ -451,7 +523,12 @@ impl<'a> Resolver<'a> {
                     function: f.map(|f| f.symbol.clone()),
                 })
             }
-            Payload::NetworkGap { gap_ns, packets, endpoints, ongoing } => {
+            Payload::NetworkGap {
+                gap_ns,
+                packets,
+                endpoints,
+                ongoing,
+            } => {
                 let b = self.blob(endpoints);
                 What::NetworkGap(NetworkGap {
                     local: b.and_then(decode_addr),
@@ -483,9 +560,16 @@ impl<'a> Resolver<'a> {
                 };
                 let sender = (sender_pid != 0).then(|| Sender {
                     pid: sender_pid,
-                    comm: self.blob(sender_comm).map(|b| String::from_utf8_lossy(b).into_owned()),
+                    comm: self
+                        .blob(sender_comm)
+                        .map(|b| String::from_utf8_lossy(b).into_owned()),
                 });
-                What::ProcessState(ProcessChange { state, signal: (signal != 0).then_some(signal as u32), sender, ongoing })
+                What::ProcessState(ProcessChange {
+                    state,
+                    signal: (signal != 0).then_some(signal as u32),
+                    sender,
+                    ongoing,
+                })
             }
         };
         Event {
@@ -506,9 +590,48 @@ mod tests {
 
     fn sample() -> Vec<Record> {
         vec![
-            Record { ts_ns: 5, pid: 1, tid: 2, comm: *b"abc\0\0\0\0\0\0\0\0\0\0\0\0\0", payload: Payload::SyscallFailure { nr: 1, ret: -28, fd: 3, open_id: 7, blob: BlobRef::NONE } },
-            Record { ts_ns: 6, pid: 1, tid: 1, comm: [0; 16], payload: Payload::ProcessState { state: ProcessState::Killed as u8, cause: 0, signal: 9, core_dumped: false, ongoing: false, exit_code: 0, sender_pid: 44, duration_ns: 0, sender_comm: BlobRef::NONE } },
-            Record { ts_ns: 7, pid: 1, tid: 1, comm: [0; 16], payload: Payload::NetworkGap { gap_ns: 6_000_000_000, packets: 9, endpoints: BlobRef::NONE, ongoing: true } },
+            Record {
+                ts_ns: 5,
+                pid: 1,
+                tid: 2,
+                comm: *b"abc\0\0\0\0\0\0\0\0\0\0\0\0\0",
+                payload: Payload::SyscallFailure {
+                    nr: 1,
+                    ret: -28,
+                    fd: 3,
+                    open_id: 7,
+                    blob: BlobRef::NONE,
+                },
+            },
+            Record {
+                ts_ns: 6,
+                pid: 1,
+                tid: 1,
+                comm: [0; 16],
+                payload: Payload::ProcessState {
+                    state: ProcessState::Killed as u8,
+                    cause: 0,
+                    signal: 9,
+                    core_dumped: false,
+                    ongoing: false,
+                    exit_code: 0,
+                    sender_pid: 44,
+                    duration_ns: 0,
+                    sender_comm: BlobRef::NONE,
+                },
+            },
+            Record {
+                ts_ns: 7,
+                pid: 1,
+                tid: 1,
+                comm: [0; 16],
+                payload: Payload::NetworkGap {
+                    gap_ns: 6_000_000_000,
+                    packets: 9,
+                    endpoints: BlobRef::NONE,
+                    ongoing: true,
+                },
+            },
         ]
     }
 
@@ -528,9 +651,16 @@ mod tests {
         for k in ["function_calls", "unattached_functions", "syscall_counts"] {
             obj.remove(k).expect("the field is written");
         }
-        obj["counters"]["kernel"].as_object_mut().unwrap().remove("syscall_counts_full");
+        obj["counters"]["kernel"]
+            .as_object_mut()
+            .unwrap()
+            .remove("syscall_counts_full");
         let meta: DumpMeta = serde_json::from_value(old).unwrap();
-        assert!(meta.function_calls.is_empty() && meta.syscall_counts.is_empty() && meta.unattached_functions.is_empty());
+        assert!(
+            meta.function_calls.is_empty()
+                && meta.syscall_counts.is_empty()
+                && meta.unattached_functions.is_empty()
+        );
     }
 
     #[test]
@@ -540,12 +670,25 @@ mod tests {
         let meta = DumpMeta {
             format: "tracerd-dump".into(),
             version: FORMAT_VERSION,
-            open_files: vec![OpenFile { open_id: 7, dir_open_id: 0, tgid: 1, path: "/data/aof".into() }],
+            open_files: vec![OpenFile {
+                open_id: 7,
+                dir_open_id: 0,
+                tgid: 1,
+                path: "/data/aof".into(),
+            }],
             function_calls: vec![3, 0],
-            syscall_counts: vec![SyscallCount { pid: 1, syscall: "getppid".into(), count: 9 }],
+            syscall_counts: vec![SyscallCount {
+                pid: 1,
+                syscall: "getppid".into(),
+                count: 9,
+            }],
             ..DumpMeta::default()
         };
-        let contents = DumpContents { meta, records: recs.iter().collect(), blobs: (0, Vec::new()) };
+        let contents = DumpContents {
+            meta,
+            records: recs.iter().collect(),
+            blobs: (0, Vec::new()),
+        };
         let path = write_dump(dir.path(), "d.tdump", &contents).unwrap();
         let dump = Dump::read(&path).unwrap();
         assert_eq!(dump.records, recs);
@@ -557,15 +700,23 @@ mod tests {
         assert_eq!(json[0].path.as_deref(), Some("/data/aof"));
         assert_eq!(json[1].signal.as_deref(), Some("SIGKILL"));
         assert_eq!(json[2].duration_ms, Some(6000));
-        assert!(matches!(&events[1].what, What::ProcessState(p) if p.state == State::Killed { core_dumped: false }));
+        assert!(
+            matches!(&events[1].what, What::ProcessState(p) if p.state == State::Killed { core_dumped: false })
+        );
         use std::os::unix::fs::PermissionsExt;
-        assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
 
         let bytes = std::fs::read(&path).unwrap();
         let cut = dir.path().join("cut.tdump");
         for len in [0, 10, 17, bytes.len() / 2, bytes.len() - 1] {
             std::fs::write(&cut, &bytes[..len]).unwrap();
-            let err = Dump::read(&cut).err().expect("a truncated dump must not read").to_string();
+            let err = Dump::read(&cut)
+                .err()
+                .expect("a truncated dump must not read")
+                .to_string();
             assert!(err.contains("cut.tdump"), "{err}");
         }
         let mut bad = bytes.clone();

@@ -40,7 +40,12 @@ pub enum Kind {
 }
 
 impl Kind {
-    pub const ALL: [Kind; 4] = [Kind::SyscallFailure, Kind::Function, Kind::NetworkGap, Kind::ProcessState];
+    pub const ALL: [Kind; 4] = [
+        Kind::SyscallFailure,
+        Kind::Function,
+        Kind::NetworkGap,
+        Kind::ProcessState,
+    ];
 
     /// The name in JSON and in `inspect`.
     pub fn name(self) -> &'static str {
@@ -144,7 +149,11 @@ impl Event {
         }
         match &self.what {
             What::SyscallFailure(s) => {
-                let target = s.path.clone().or_else(|| s.peer.map(|p| p.to_string())).unwrap_or_default();
+                let target = s
+                    .path
+                    .clone()
+                    .or_else(|| s.peer.map(|p| p.to_string()))
+                    .unwrap_or_default();
                 let fd = s.fd.map(|f| format!("fd {f} ")).unwrap_or_default();
                 format!("{}({fd}{target}) = {} {}", s.syscall, s.ret, or_dash(&s.errno))
             }
@@ -160,7 +169,9 @@ impl Event {
             What::ProcessState(p) => {
                 let mut s = p.state.name().to_string();
                 match p.state {
-                    State::Paused { cause, duration_ms } => s += &format!(" ({}) {duration_ms} ms", cause.name()),
+                    State::Paused { cause, duration_ms } => {
+                        s += &format!(" ({}) {duration_ms} ms", cause.name())
+                    }
                     State::Exited { code } => s += &format!(" with code {code}"),
                     State::Killed { .. } => {}
                 }
@@ -168,7 +179,11 @@ impl Event {
                     s += &format!(" by {}", signal_name(sig));
                 }
                 if let Some(sender) = &p.sender {
-                    s += &format!(" from pid {} ({})", sender.pid, sender.comm.clone().unwrap_or_default());
+                    s += &format!(
+                        " from pid {} ({})",
+                        sender.pid,
+                        sender.comm.clone().unwrap_or_default()
+                    );
                 }
                 if p.ongoing {
                     s += " (ongoing at dump)";

@@ -43,7 +43,9 @@ pub enum Payload {
         /// path argument, or encoded peer address
         blob: BlobRef,
     },
-    Function { function_id: u64 },
+    Function {
+        function_id: u64,
+    },
     NetworkGap {
         gap_ns: u64,
         packets: u64,
@@ -78,7 +80,13 @@ const _: () = assert!(std::mem::size_of::<Record>() == 64);
 
 impl Default for Record {
     fn default() -> Self {
-        Record { ts_ns: 0, pid: 0, tid: 0, comm: [0; 16], payload: Payload::Function { function_id: 0 } }
+        Record {
+            ts_ns: 0,
+            pid: 0,
+            tid: 0,
+            comm: [0; 16],
+            payload: Payload::Function { function_id: 0 },
+        }
     }
 }
 
@@ -93,7 +101,12 @@ pub struct EventRing {
 impl EventRing {
     pub fn new(capacity: usize) -> Self {
         let capacity = capacity.max(1);
-        EventRing { slots: Vec::with_capacity(capacity), capacity, next: 0, total: 0 }
+        EventRing {
+            slots: Vec::with_capacity(capacity),
+            capacity,
+            next: 0,
+            total: 0,
+        }
     }
 
     pub fn push(&mut self, r: Record) {
@@ -130,7 +143,11 @@ impl EventRing {
 
     /// Oldest to newest.
     pub fn iter(&self) -> impl Iterator<Item = &Record> {
-        let split = if self.slots.len() < self.capacity { 0 } else { self.next };
+        let split = if self.slots.len() < self.capacity {
+            0
+        } else {
+            self.next
+        };
         self.slots[split..].iter().chain(self.slots[..split].iter())
     }
 }
@@ -148,7 +165,11 @@ pub struct BlobArena {
 
 impl BlobArena {
     pub fn new(capacity: usize) -> Self {
-        BlobArena { buf: vec![0; capacity.max(1)], written: 0, dedup: vec![(0, BlobRef::NONE); DEDUP_SLOTS] }
+        BlobArena {
+            buf: vec![0; capacity.max(1)],
+            written: 0,
+            dedup: vec![(0, BlobRef::NONE); DEDUP_SLOTS],
+        }
     }
 
     pub fn capacity(&self) -> usize {
@@ -204,7 +225,9 @@ impl BlobArena {
     pub fn live_bytes(&self) -> (u64, Vec<u8>) {
         let oldest = self.oldest();
         let cap = self.buf.len() as u64;
-        let out = (oldest..self.written).map(|o| self.buf[(o % cap) as usize]).collect();
+        let out = (oldest..self.written)
+            .map(|o| self.buf[(o % cap) as usize])
+            .collect();
         (oldest, out)
     }
 }
@@ -242,7 +265,10 @@ mod tests {
     fn ring_keeps_the_newest_in_order() {
         let mut ring = EventRing::new(3);
         for i in 0..5 {
-            ring.push(Record { ts_ns: i, ..Record::default() });
+            ring.push(Record {
+                ts_ns: i,
+                ..Record::default()
+            });
         }
         let ts: Vec<u64> = ring.iter().map(|r| r.ts_ns).collect();
         assert_eq!(ts, vec![2, 3, 4]);

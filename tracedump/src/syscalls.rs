@@ -58,10 +58,38 @@ pub fn errno_number(name: &str) -> Option<i64> {
 }
 
 const SIGNAL_NAMES: [&str; 32] = [
-    "", "SIGHUP", "SIGINT", "SIGQUIT", "SIGILL", "SIGTRAP", "SIGABRT", "SIGBUS", "SIGFPE",
-    "SIGKILL", "SIGUSR1", "SIGSEGV", "SIGUSR2", "SIGPIPE", "SIGALRM", "SIGTERM", "SIGSTKFLT",
-    "SIGCHLD", "SIGCONT", "SIGSTOP", "SIGTSTP", "SIGTTIN", "SIGTTOU", "SIGURG", "SIGXCPU",
-    "SIGXFSZ", "SIGVTALRM", "SIGPROF", "SIGWINCH", "SIGIO", "SIGPWR", "SIGSYS",
+    "",
+    "SIGHUP",
+    "SIGINT",
+    "SIGQUIT",
+    "SIGILL",
+    "SIGTRAP",
+    "SIGABRT",
+    "SIGBUS",
+    "SIGFPE",
+    "SIGKILL",
+    "SIGUSR1",
+    "SIGSEGV",
+    "SIGUSR2",
+    "SIGPIPE",
+    "SIGALRM",
+    "SIGTERM",
+    "SIGSTKFLT",
+    "SIGCHLD",
+    "SIGCONT",
+    "SIGSTOP",
+    "SIGTSTP",
+    "SIGTTIN",
+    "SIGTTOU",
+    "SIGURG",
+    "SIGXCPU",
+    "SIGXFSZ",
+    "SIGVTALRM",
+    "SIGPROF",
+    "SIGWINCH",
+    "SIGIO",
+    "SIGPWR",
+    "SIGSYS",
 ];
 
 /// Name of signal `sig` ("SIG34" for real-time and unknown ones).
@@ -77,7 +105,11 @@ pub fn signal_number(name: &str) -> Option<u32> {
     if let Ok(n) = name.parse::<u32>() {
         return (1..65).contains(&n).then_some(n);
     }
-    let full = if name.starts_with("SIG") { name.to_string() } else { format!("SIG{name}") };
+    let full = if name.starts_with("SIG") {
+        name.to_string()
+    } else {
+        format!("SIG{name}")
+    };
     SIGNAL_NAMES.iter().position(|n| *n == full).map(|i| i as u32)
 }
 
@@ -85,38 +117,116 @@ pub fn signal_number(name: &str) -> Option<u32> {
 const ARG_TABLE: &[(&str, ArgKind, u8)] = {
     use ArgKind::{Fd as FD, Path as PATH, PathAt as PATH_AT, Sockaddr as SOCKADDR};
     &[
-        ("open", PATH, 0), ("creat", PATH, 0), ("stat", PATH, 0), ("lstat", PATH, 0),
-        ("access", PATH, 0), ("unlink", PATH, 0), ("rename", PATH, 0), ("mkdir", PATH, 0),
-        ("rmdir", PATH, 0), ("chdir", PATH, 0), ("truncate", PATH, 0), ("readlink", PATH, 0),
-        ("chmod", PATH, 0), ("chown", PATH, 0), ("lchown", PATH, 0), ("link", PATH, 0),
-        ("symlink", PATH, 1), ("execve", PATH, 0), ("mknod", PATH, 0), ("statfs", PATH, 0),
-        ("utime", PATH, 0), ("utimes", PATH, 0), ("chroot", PATH, 0), ("acct", PATH, 0),
-        ("swapon", PATH, 0), ("setxattr", PATH, 0), ("lsetxattr", PATH, 0),
-        ("getxattr", PATH, 0), ("lgetxattr", PATH, 0), ("listxattr", PATH, 0),
-        ("llistxattr", PATH, 0), ("removexattr", PATH, 0), ("lremovexattr", PATH, 0),
-        ("openat", PATH_AT, 1), ("openat2", PATH_AT, 1), ("newfstatat", PATH_AT, 1),
-        ("statx", PATH_AT, 1), ("faccessat", PATH_AT, 1), ("faccessat2", PATH_AT, 1),
-        ("unlinkat", PATH_AT, 1), ("renameat", PATH_AT, 1), ("renameat2", PATH_AT, 1),
-        ("mkdirat", PATH_AT, 1), ("mknodat", PATH_AT, 1), ("fchmodat", PATH_AT, 1),
-        ("fchownat", PATH_AT, 1), ("readlinkat", PATH_AT, 1), ("linkat", PATH_AT, 1),
-        ("execveat", PATH_AT, 1), ("futimesat", PATH_AT, 1), ("utimensat", PATH_AT, 1),
-        ("name_to_handle_at", PATH_AT, 1), ("symlinkat", PATH, 2),
-        ("read", FD, 0), ("write", FD, 0), ("pread64", FD, 0), ("pwrite64", FD, 0),
-        ("readv", FD, 0), ("writev", FD, 0), ("preadv", FD, 0), ("pwritev", FD, 0),
-        ("preadv2", FD, 0), ("pwritev2", FD, 0), ("close", FD, 0), ("fstat", FD, 0),
-        ("lseek", FD, 0), ("fsync", FD, 0), ("fdatasync", FD, 0), ("ftruncate", FD, 0),
-        ("fallocate", FD, 0), ("sync_file_range", FD, 0), ("fadvise64", FD, 0),
-        ("flock", FD, 0), ("fcntl", FD, 0), ("ioctl", FD, 0), ("getdents64", FD, 0),
-        ("getdents", FD, 0), ("fchmod", FD, 0), ("fchown", FD, 0), ("fchdir", FD, 0),
-        ("fstatfs", FD, 0), ("syncfs", FD, 0), ("sendfile", FD, 0), ("copy_file_range", FD, 0),
-        ("splice", FD, 0), ("tee", FD, 0), ("mmap", FD, 4), ("fsetxattr", FD, 0),
-        ("fgetxattr", FD, 0), ("flistxattr", FD, 0), ("fremovexattr", FD, 0),
-        ("sendto", FD, 0), ("recvfrom", FD, 0), ("sendmsg", FD, 0), ("recvmsg", FD, 0),
-        ("sendmmsg", FD, 0), ("recvmmsg", FD, 0), ("shutdown", FD, 0), ("listen", FD, 0),
-        ("accept", FD, 0), ("accept4", FD, 0), ("getsockopt", FD, 0), ("setsockopt", FD, 0),
-        ("getpeername", FD, 0), ("getsockname", FD, 0), ("dup", FD, 0), ("dup2", FD, 0),
+        ("open", PATH, 0),
+        ("creat", PATH, 0),
+        ("stat", PATH, 0),
+        ("lstat", PATH, 0),
+        ("access", PATH, 0),
+        ("unlink", PATH, 0),
+        ("rename", PATH, 0),
+        ("mkdir", PATH, 0),
+        ("rmdir", PATH, 0),
+        ("chdir", PATH, 0),
+        ("truncate", PATH, 0),
+        ("readlink", PATH, 0),
+        ("chmod", PATH, 0),
+        ("chown", PATH, 0),
+        ("lchown", PATH, 0),
+        ("link", PATH, 0),
+        ("symlink", PATH, 1),
+        ("execve", PATH, 0),
+        ("mknod", PATH, 0),
+        ("statfs", PATH, 0),
+        ("utime", PATH, 0),
+        ("utimes", PATH, 0),
+        ("chroot", PATH, 0),
+        ("acct", PATH, 0),
+        ("swapon", PATH, 0),
+        ("setxattr", PATH, 0),
+        ("lsetxattr", PATH, 0),
+        ("getxattr", PATH, 0),
+        ("lgetxattr", PATH, 0),
+        ("listxattr", PATH, 0),
+        ("llistxattr", PATH, 0),
+        ("removexattr", PATH, 0),
+        ("lremovexattr", PATH, 0),
+        ("openat", PATH_AT, 1),
+        ("openat2", PATH_AT, 1),
+        ("newfstatat", PATH_AT, 1),
+        ("statx", PATH_AT, 1),
+        ("faccessat", PATH_AT, 1),
+        ("faccessat2", PATH_AT, 1),
+        ("unlinkat", PATH_AT, 1),
+        ("renameat", PATH_AT, 1),
+        ("renameat2", PATH_AT, 1),
+        ("mkdirat", PATH_AT, 1),
+        ("mknodat", PATH_AT, 1),
+        ("fchmodat", PATH_AT, 1),
+        ("fchownat", PATH_AT, 1),
+        ("readlinkat", PATH_AT, 1),
+        ("linkat", PATH_AT, 1),
+        ("execveat", PATH_AT, 1),
+        ("futimesat", PATH_AT, 1),
+        ("utimensat", PATH_AT, 1),
+        ("name_to_handle_at", PATH_AT, 1),
+        ("symlinkat", PATH, 2),
+        ("read", FD, 0),
+        ("write", FD, 0),
+        ("pread64", FD, 0),
+        ("pwrite64", FD, 0),
+        ("readv", FD, 0),
+        ("writev", FD, 0),
+        ("preadv", FD, 0),
+        ("pwritev", FD, 0),
+        ("preadv2", FD, 0),
+        ("pwritev2", FD, 0),
+        ("close", FD, 0),
+        ("fstat", FD, 0),
+        ("lseek", FD, 0),
+        ("fsync", FD, 0),
+        ("fdatasync", FD, 0),
+        ("ftruncate", FD, 0),
+        ("fallocate", FD, 0),
+        ("sync_file_range", FD, 0),
+        ("fadvise64", FD, 0),
+        ("flock", FD, 0),
+        ("fcntl", FD, 0),
+        ("ioctl", FD, 0),
+        ("getdents64", FD, 0),
+        ("getdents", FD, 0),
+        ("fchmod", FD, 0),
+        ("fchown", FD, 0),
+        ("fchdir", FD, 0),
+        ("fstatfs", FD, 0),
+        ("syncfs", FD, 0),
+        ("sendfile", FD, 0),
+        ("copy_file_range", FD, 0),
+        ("splice", FD, 0),
+        ("tee", FD, 0),
+        ("mmap", FD, 4),
+        ("fsetxattr", FD, 0),
+        ("fgetxattr", FD, 0),
+        ("flistxattr", FD, 0),
+        ("fremovexattr", FD, 0),
+        ("sendto", FD, 0),
+        ("recvfrom", FD, 0),
+        ("sendmsg", FD, 0),
+        ("recvmsg", FD, 0),
+        ("sendmmsg", FD, 0),
+        ("recvmmsg", FD, 0),
+        ("shutdown", FD, 0),
+        ("listen", FD, 0),
+        ("accept", FD, 0),
+        ("accept4", FD, 0),
+        ("getsockopt", FD, 0),
+        ("setsockopt", FD, 0),
+        ("getpeername", FD, 0),
+        ("getsockname", FD, 0),
+        ("dup", FD, 0),
+        ("dup2", FD, 0),
         ("dup3", FD, 0),
-        ("connect", SOCKADDR, 1), ("bind", SOCKADDR, 1),
+        ("connect", SOCKADDR, 1),
+        ("bind", SOCKADDR, 1),
     ]
 };
 
@@ -130,7 +240,10 @@ pub fn syscall_arg_kind(nr: u32) -> Option<(ArgKind, u8)> {
 /// The per-syscall argument table as loaded into the kernel's `syscall_args` map:
 /// (syscall number, kind, argument index).
 pub fn syscall_arg_table() -> Vec<(u32, ArgKind, u8)> {
-    ARG_TABLE.iter().filter_map(|(name, kind, index)| Some((syscall_number(name)?, *kind, *index))).collect()
+    ARG_TABLE
+        .iter()
+        .filter_map(|(name, kind, index)| Some((syscall_number(name)?, *kind, *index)))
+        .collect()
 }
 
 #[cfg(test)]
@@ -155,7 +268,10 @@ mod tests {
     #[test]
     fn every_arg_table_entry_names_a_known_syscall() {
         for (name, _, _) in ARG_TABLE {
-            assert!(syscall_number(name).is_some(), "{name} is not in the syscall table");
+            assert!(
+                syscall_number(name).is_some(),
+                "{name} is not in the syscall table"
+            );
         }
         assert_eq!(syscall_arg_table().len(), ARG_TABLE.len());
     }

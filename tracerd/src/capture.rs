@@ -6,7 +6,9 @@ use std::path::{Path, PathBuf};
 use anyhow::Result;
 
 use tracedump::abi::{comm_bytes, ProcessState};
-use tracedump::dump::{write_dump, ClockPair, Counters, DumpContents, DumpMeta, Interface, TriggerInfo, FORMAT_VERSION};
+use tracedump::dump::{
+    write_dump, ClockPair, Counters, DumpContents, DumpMeta, Interface, TriggerInfo, FORMAT_VERSION,
+};
 use tracedump::record::{Payload, Record};
 
 use crate::config::Config;
@@ -15,7 +17,12 @@ use crate::recorder::Recorder;
 use crate::redact::{redact_records, Redactor};
 
 /// Gaps and pauses that have lasted past their threshold and are still going on.
-fn ongoing_records(engine: &Engine, rec: &mut Recorder, config: &Config, now_boot: u64) -> Result<Vec<Record>> {
+fn ongoing_records(
+    engine: &Engine,
+    rec: &mut Recorder,
+    config: &Config,
+    now_boot: u64,
+) -> Result<Vec<Record>> {
     let mut out = Vec::new();
     let gap_ns = config.gap_ms * 1_000_000;
     for c in engine.connections()? {
@@ -28,7 +35,12 @@ fn ongoing_records(engine: &Engine, rec: &mut Recorder, config: &Config, now_boo
             pid: c.pid,
             tid: c.pid,
             comm: comm_bytes(&c.comm),
-            payload: Payload::NetworkGap { gap_ns: now_boot - c.last_ns, packets: c.packets, endpoints, ongoing: true },
+            payload: Payload::NetworkGap {
+                gap_ns: now_boot - c.last_ns,
+                packets: c.packets,
+                endpoints,
+                ongoing: true,
+            },
         });
     }
     let pause_ns = config.pause_ms * 1_000_000;
@@ -59,7 +71,9 @@ fn ongoing_records(engine: &Engine, rec: &mut Recorder, config: &Config, now_boo
 
 fn interfaces() -> Vec<Interface> {
     let mut out: Vec<Interface> = Vec::new();
-    let Ok(addrs) = nix::ifaddrs::getifaddrs() else { return out };
+    let Ok(addrs) = nix::ifaddrs::getifaddrs() else {
+        return out;
+    };
     for a in addrs {
         let Some(addr) = a.address else { continue };
         let text = if let Some(v4) = addr.as_sockaddr_in() {
@@ -71,17 +85,32 @@ fn interfaces() -> Vec<Interface> {
         };
         match out.iter_mut().find(|i| i.name == a.interface_name) {
             Some(i) => i.addresses.push(text),
-            None => out.push(Interface { name: a.interface_name.clone(), addresses: vec![text] }),
+            None => out.push(Interface {
+                name: a.interface_name.clone(),
+                addresses: vec![text],
+            }),
         }
     }
     out
 }
 
 fn host_meta() -> (String, String, String) {
-    let host = nix::unistd::gethostname().map(|h| h.to_string_lossy().into_owned()).unwrap_or_default();
-    let boot_id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default().trim().to_string();
+    let host = nix::unistd::gethostname()
+        .map(|h| h.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let boot_id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .unwrap_or_default()
+        .trim()
+        .to_string();
     let kernel = nix::sys::utsname::uname()
-        .map(|u| format!("{} {} {}", u.release().to_string_lossy(), u.version().to_string_lossy(), u.machine().to_string_lossy()))
+        .map(|u| {
+            format!(
+                "{} {} {}",
+                u.release().to_string_lossy(),
+                u.version().to_string_lossy(),
+                u.machine().to_string_lossy()
+            )
+        })
         .unwrap_or_default();
     (host, boot_id, kernel)
 }
@@ -89,18 +118,42 @@ fn host_meta() -> (String, String, String) {
 /// A file name that sorts by time and does not collide within one daemon.
 pub fn dump_file_name(host: &str, realtime_ns: u64, seq: u64) -> String {
     let secs = std::time::UNIX_EPOCH + std::time::Duration::from_nanos(realtime_ns);
-    let stamp = humantime::format_rfc3339_seconds(secs).to_string().replace([':', '-'], "");
-    let host: String = host.chars().map(|c| if c.is_ascii_alphanumeric() || c == '.' { c } else { '_' }).collect();
+    let stamp = humantime::format_rfc3339_seconds(secs)
+        .to_string()
+        .replace([':', '-'], "");
+    let host: String = host
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
     format!("tracerd-{host}-{stamp}-{}-{seq}.tdump", std::process::id())
 }
 
 /// Writes the current window of `engine`/`rec` into `dir`; returns the file's path.
-pub fn take_dump(engine: &Engine, rec: &mut Recorder, config: &Config, dir: &Path, seq: u64) -> Result<PathBuf> {
+pub fn take_dump(
+    engine: &Engine,
+    rec: &mut Recorder,
+    config: &Config,
+    dir: &Path,
+    seq: u64,
+) -> Result<PathBuf> {
     take_dump_with(engine, rec, config, dir, seq, None)
 }
 
 /// `take_dump`, recording why the dump wrote itself.
-pub fn take_dump_with(engine: &Engine, rec: &mut Recorder, config: &Config, dir: &Path, seq: u64, trigger: Option<TriggerInfo>) -> Result<PathBuf> {
+pub fn take_dump_with(
+    engine: &Engine,
+    rec: &mut Recorder,
+    config: &Config,
+    dir: &Path,
+    seq: u64,
+    trigger: Option<TriggerInfo>,
+) -> Result<PathBuf> {
     let clock = ClockPair::now();
     let ongoing = ongoing_records(engine, rec, config, clock.boottime_ns)?;
     let open_files: Vec<_> = engine.open_files()?.into_values().collect();
@@ -137,7 +190,9 @@ pub fn take_dump_with(engine: &Engine, rec: &mut Recorder, config: &Config, dir:
     let mut processes = rec.procs.snapshot();
     processes.iter_mut().for_each(|p| redactor.process(p));
     let mut open_files = open_files;
-    open_files.iter_mut().for_each(|o| redactor.apply_in_place(&mut o.path));
+    open_files
+        .iter_mut()
+        .for_each(|o| redactor.apply_in_place(&mut o.path));
     let mut trigger = trigger;
     if let Some(t) = &mut trigger {
         redactor.apply_in_place(&mut t.event);

@@ -133,7 +133,10 @@ impl ParseFunctionSpec for FunctionSpec {
             .rsplit_once(':')
             .filter(|(b, s)| !b.is_empty() && !s.is_empty())
             .ok_or_else(|| ConfigError(format!("{origin}: '{spec}' is not BINARY:SYMBOL")))?;
-        Ok(FunctionSpec { binary: PathBuf::from(binary), symbol: symbol.to_string() })
+        Ok(FunctionSpec {
+            binary: PathBuf::from(binary),
+            symbol: symbol.to_string(),
+        })
     }
 }
 
@@ -155,7 +158,9 @@ impl Config {
     pub fn parse(text: &str, origin: &str) -> Result<Config, ConfigError> {
         let config: Config = toml::from_str(text).map_err(|e| {
             let msg = e.message().replace('\n', " ");
-            let line = e.span().map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);
+            let line = e
+                .span()
+                .map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);
             match line {
                 Some(l) => ConfigError(format!("config {origin}, line {l}: {msg}")),
                 None => ConfigError(format!("config {origin}: {msg}")),
@@ -183,16 +188,25 @@ impl Config {
             return bad("open_files/connections/processes", "must be positive");
         }
         if self.syscall_count_entries == 0 || self.syscall_count_entries > MAX_SYSCALL_COUNT_ENTRIES {
-            return bad("syscall_count_entries", &format!("must be between 1 and {MAX_SYSCALL_COUNT_ENTRIES}"));
+            return bad(
+                "syscall_count_entries",
+                &format!("must be between 1 and {MAX_SYSCALL_COUNT_ENTRIES}"),
+            );
         }
         for comm in &self.target_comm {
             if comm.is_empty() || comm.len() > 15 {
-                return bad("target_comm", &format!("'{comm}' must be 1 to 15 bytes (the kernel's comm length)"));
+                return bad(
+                    "target_comm",
+                    &format!("'{comm}' must be 1 to 15 bytes (the kernel's comm length)"),
+                );
             }
         }
         for unit in &self.target_unit {
             if unit.is_empty() || unit.len() > 63 || unit.contains('/') {
-                return bad("target_unit", &format!("'{unit}' must be a unit name like redis.service"));
+                return bad(
+                    "target_unit",
+                    &format!("'{unit}' must be a unit name like redis.service"),
+                );
             }
         }
         if self.target_comm.len() > 64 || self.target_exe.len() > 64 || self.target_unit.len() > 64 {
@@ -204,8 +218,15 @@ impl Config {
         if self.metrics_interval_ms < 100 {
             return bad("metrics_interval_ms", "must be at least 100");
         }
-        if self.metrics_textfile.as_ref().is_some_and(|p| p.extension().is_none_or(|e| e != "prom")) {
-            return bad("metrics_textfile", "must end in .prom (node_exporter's textfile collector reads only those)");
+        if self
+            .metrics_textfile
+            .as_ref()
+            .is_some_and(|p| p.extension().is_none_or(|e| e != "prom"))
+        {
+            return bad(
+                "metrics_textfile",
+                "must end in .prom (node_exporter's textfile collector reads only those)",
+            );
         }
         crate::redact::Redactor::new(&self.redact, origin)?;
         crate::triggers::validate(&self.triggers, origin)?;
@@ -215,9 +236,9 @@ impl Config {
     pub fn has_targets(&self) -> bool {
         self.targets_added_later
             || !(self.target_comm.is_empty()
-            && self.target_exe.is_empty()
-            && self.target_pid.is_empty()
-            && self.target_unit.is_empty())
+                && self.target_exe.is_empty()
+                && self.target_pid.is_empty()
+                && self.target_unit.is_empty())
     }
 
     /// Every uprobe to attach: `uprobe` entries, then the lines of `functions`.
@@ -262,15 +283,28 @@ mod tests {
 
     #[test]
     fn errors_name_the_line_and_field() {
-        let e = Config::parse("gap_ms = 5\nbogus = 1\n", "f.toml").unwrap_err().to_string();
-        assert!(e.contains("f.toml") && e.contains("line 2") && e.contains("bogus"), "{e}");
-        let e = Config::parse("ring_events = 0\n", "f.toml").unwrap_err().to_string();
+        let e = Config::parse("gap_ms = 5\nbogus = 1\n", "f.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("f.toml") && e.contains("line 2") && e.contains("bogus"),
+            "{e}"
+        );
+        let e = Config::parse("ring_events = 0\n", "f.toml")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("ring_events"), "{e}");
-        let e = Config::parse("gap_ms = \"x\"\n", "f.toml").unwrap_err().to_string();
+        let e = Config::parse("gap_ms = \"x\"\n", "f.toml")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("line 1"), "{e}");
-        let e = Config::parse("uprobe = [\"nocolon\"]\n", "f.toml").unwrap_err().to_string();
+        let e = Config::parse("uprobe = [\"nocolon\"]\n", "f.toml")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("BINARY:SYMBOL"), "{e}");
-        let e = Config::parse("syscall_count_entries = 0\n", "f.toml").unwrap_err().to_string();
+        let e = Config::parse("syscall_count_entries = 0\n", "f.toml")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("syscall_count_entries"), "{e}");
     }
 
@@ -286,7 +320,12 @@ mod tests {
         assert!(!c.count_syscalls && c.function_events);
         let c = Config::parse("count_syscalls = true\nfunction_events = false\n", "t").unwrap();
         assert!(c.count_syscalls && !c.function_events);
-        let e = Config::parse("tolerate_unattachable_functions = true\n", "t").unwrap_err().to_string();
-        assert!(e.contains("tolerate_unattachable_functions"), "not a file setting: {e}");
+        let e = Config::parse("tolerate_unattachable_functions = true\n", "t")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("tolerate_unattachable_functions"),
+            "not a file setting: {e}"
+        );
     }
 }

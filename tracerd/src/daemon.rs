@@ -13,8 +13,8 @@ use crossbeam_channel::{Receiver, Sender};
 use signal_hook::consts::{SIGINT, SIGTERM, SIGUSR1};
 
 use crate::capture::take_dump_with;
-use crate::dump::TriggerInfo;
 use crate::config::Config;
+use crate::dump::TriggerInfo;
 use crate::engine::Engine;
 use crate::metrics::{Exporter, Snapshot};
 use crate::recorder::Recorder;
@@ -29,39 +29,50 @@ enum Command {
 fn spawn_signal_thread(tx: Sender<Command>) -> Result<signal_hook::iterator::Handle> {
     let mut signals = signal_hook::iterator::Signals::new([SIGUSR1, SIGTERM, SIGINT])?;
     let handle = signals.handle();
-    std::thread::Builder::new().name("signals".into()).spawn(move || {
-        for sig in signals.forever() {
-            let cmd = match sig {
-                SIGUSR1 => Command::Dump(None),
-                SIGTERM => Command::Stop("SIGTERM"),
-                _ => Command::Stop("SIGINT"),
-            };
-            if tx.send(cmd).is_err() {
-                break;
+    std::thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || {
+            for sig in signals.forever() {
+                let cmd = match sig {
+                    SIGUSR1 => Command::Dump(None),
+                    SIGTERM => Command::Stop("SIGTERM"),
+                    _ => Command::Stop("SIGINT"),
+                };
+                if tx.send(cmd).is_err() {
+                    break;
+                }
             }
-        }
-    })?;
+        })?;
     Ok(handle)
 }
 
 /// Binds the control socket, refusing to steal it from a live daemon.
 fn bind_control_socket(path: &Path) -> Result<UnixListener> {
     if let Some(dir) = path.parent() {
-        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
             .with_context(|| format!("control socket directory {}", dir.display()))?;
     }
     if UnixStream::connect(path).is_ok() {
-        bail!("another tracerd is already running (its control socket {} answers)", path.display());
+        bail!(
+            "another tracerd is already running (its control socket {} answers)",
+            path.display()
+        );
     }
     let _ = std::fs::remove_file(path);
-    let listener = UnixListener::bind(path).with_context(|| format!("binding control socket {}", path.display()))?;
+    let listener =
+        UnixListener::bind(path).with_context(|| format!("binding control socket {}", path.display()))?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
     Ok(listener)
 }
 
 fn peer_is_root(stream: &UnixStream) -> bool {
     use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
-    getsockopt(stream, PeerCredentials).map(|c| c.uid() == 0).unwrap_or(false)
+    getsockopt(stream, PeerCredentials)
+        .map(|c| c.uid() == 0)
+        .unwrap_or(false)
 }
 
 fn serve_client(stream: UnixStream, tx: &Sender<Command>) -> Result<()> {
@@ -74,7 +85,11 @@ fn serve_client(stream: UnixStream, tx: &Sender<Command>) -> Result<()> {
     let mut line = String::new();
     BufReader::new(stream).read_line(&mut line)?;
     if line.trim() != "dump" {
-        writeln!(writer, "error unknown request '{}'; the only request is 'dump'", line.trim())?;
+        writeln!(
+            writer,
+            "error unknown request '{}'; the only request is 'dump'",
+            line.trim()
+        )?;
         return Ok(());
     }
     let (reply_tx, reply_rx) = crossbeam_channel::bounded(1);
@@ -88,18 +103,22 @@ fn serve_client(stream: UnixStream, tx: &Sender<Command>) -> Result<()> {
 }
 
 fn spawn_control_thread(listener: UnixListener, tx: Sender<Command>) -> Result<()> {
-    std::thread::Builder::new().name("control".into()).spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(stream) = stream else { continue };
-            let tx = tx.clone();
-            // one thread per request: a slow client must not hold up the next one
-            let _ = std::thread::Builder::new().name("control-client".into()).spawn(move || {
-                if let Err(e) = serve_client(stream, &tx) {
-                    log::warn!("control socket client: {e:#}");
-                }
-            });
-        }
-    })?;
+    std::thread::Builder::new()
+        .name("control".into())
+        .spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(stream) = stream else { continue };
+                let tx = tx.clone();
+                // one thread per request: a slow client must not hold up the next one
+                let _ = std::thread::Builder::new()
+                    .name("control-client".into())
+                    .spawn(move || {
+                        if let Err(e) = serve_client(stream, &tx) {
+                            log::warn!("control socket client: {e:#}");
+                        }
+                    });
+            }
+        })?;
     Ok(())
 }
 
@@ -112,7 +131,12 @@ pub(crate) struct DumpState<'a> {
 }
 
 impl DumpState<'_> {
-    fn dump(&mut self, engine: &Engine, rec: &mut Recorder, trigger: Option<TriggerInfo>) -> std::result::Result<PathBuf, String> {
+    fn dump(
+        &mut self,
+        engine: &Engine,
+        rec: &mut Recorder,
+        trigger: Option<TriggerInfo>,
+    ) -> std::result::Result<PathBuf, String> {
         let dir = &self.config.dump_dir;
         let started = Instant::now();
         self.seq += 1;
@@ -125,7 +149,12 @@ impl DumpState<'_> {
         match result {
             Ok(path) => {
                 self.written += 1;
-                log::info!("dump written: {} ({} events, {} ms)", path.display(), rec.ring.len(), started.elapsed().as_millis());
+                log::info!(
+                    "dump written: {} ({} events, {} ms)",
+                    path.display(),
+                    rec.ring.len(),
+                    started.elapsed().as_millis()
+                );
                 Ok(path)
             }
             Err(e) => {
@@ -139,7 +168,12 @@ impl DumpState<'_> {
 }
 
 /// Handles every queued command; several queued dump requests share one dump.
-fn handle_commands(rx: &Receiver<Command>, state: &mut DumpState<'_>, engine: &Engine, rec: &mut Recorder) -> ControlFlow<&'static str> {
+fn handle_commands(
+    rx: &Receiver<Command>,
+    state: &mut DumpState<'_>,
+    engine: &Engine,
+    rec: &mut Recorder,
+) -> ControlFlow<&'static str> {
     let mut waiting: Vec<Option<Reply>> = Vec::new();
     let mut stop = None;
     while let Ok(cmd) = rx.try_recv() {
@@ -180,7 +214,12 @@ fn snapshot<'a>(engine: &Engine, rec: &'a Recorder, state: &DumpState<'_>) -> Re
         window_capacity: rec.ring.capacity(),
         dumps_written: state.written,
         dumps_failed: state.failed,
-        triggers: rec.triggers.iter().flat_map(|t| t.counts()).map(|c| (c.rule, c.fired, c.suppressed)).collect(),
+        triggers: rec
+            .triggers
+            .iter()
+            .flat_map(|t| t.counts())
+            .map(|c| (c.rule, c.fired, c.suppressed))
+            .collect(),
         uprobe_attach_failed: engine.uprobe_attach_failed(),
         uprobes: engine.functions().len(),
     })
@@ -203,19 +242,38 @@ pub fn run(config: Config) -> Result<()> {
     rec.add_processes(engine.take_initial_processes());
     rec.triggers = Some(crate::triggers::Triggers::new(&config.triggers)?);
     spawn_control_thread(listener, tx)?;
-    if let Err(e) = std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&config.dump_dir) {
-        log::error!("dump directory {}: {e}; dumps will fail until it is writable", config.dump_dir.display());
+    if let Err(e) = std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&config.dump_dir)
+    {
+        log::error!(
+            "dump directory {}: {e}; dumps will fail until it is writable",
+            config.dump_dir.display()
+        );
     }
     log::info!(
         "ready: tracing {}, {} uprobes, window of {} events, dumps to {}",
-        if config.has_targets() { "the configured targets" } else { "every process" },
+        if config.has_targets() {
+            "the configured targets"
+        } else {
+            "every process"
+        },
         engine.functions().len(),
         config.ring_events,
         config.dump_dir.display()
     );
     let _ = sd_notify::notify(&[sd_notify::NotifyState::Ready]);
-    let mut state = DumpState { config: &config, seq: 0, written: 0, failed: 0 };
-    let mut exporter = config.metrics_textfile.as_deref().map(|p| Exporter::new(p, config.metrics_interval_ms));
+    let mut state = DumpState {
+        config: &config,
+        seq: 0,
+        written: 0,
+        failed: 0,
+    };
+    let mut exporter = config
+        .metrics_textfile
+        .as_deref()
+        .map(|p| Exporter::new(p, config.metrics_interval_ms));
     let why = engine.run(&mut rec, Duration::from_millis(100), |engine, rec| {
         let flow = handle_commands(&rx, &mut state, engine, rec);
         if let Some(x) = &mut exporter {
@@ -232,8 +290,12 @@ pub fn run(config: Config) -> Result<()> {
 
 /// Asks the running daemon for a dump; returns the path it wrote.
 pub fn request_dump(socket: &Path) -> Result<PathBuf> {
-    let mut stream = UnixStream::connect(socket)
-        .with_context(|| format!("cannot reach tracerd at {} (is it running? are you root?)", socket.display()))?;
+    let mut stream = UnixStream::connect(socket).with_context(|| {
+        format!(
+            "cannot reach tracerd at {} (is it running? are you root?)",
+            socket.display()
+        )
+    })?;
     stream.set_read_timeout(Some(Duration::from_secs(130)))?;
     stream.write_all(b"dump\n")?;
     let mut line = String::new();

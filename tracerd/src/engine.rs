@@ -23,14 +23,16 @@ use tracedump::elf;
 use tracedump::process::ProcInfo;
 use tracedump::syscalls::{syscall_arg_table, syscall_name};
 
-use crate::bpf::types::{tracerd_conn, tracerd_counter, tracerd_open_file, tracerd_pause, tracerd_syscall_key};
+use crate::bpf::types::{
+    tracerd_conn, tracerd_counter, tracerd_open_file, tracerd_pause, tracerd_syscall_key,
+};
 use crate::bpf::{TracerSkel, TracerSkelBuilder};
 use crate::config::{Config, FunctionSpec};
 use crate::kernel;
+use crate::mapdump::for_each_entry;
 use crate::procs::{exe_key, scan_targets};
 use crate::recorder::Recorder;
 use crate::skel::OwnedSkel;
-use crate::mapdump::for_each_entry;
 
 pub struct Engine {
     skel: OwnedSkel<TracerSkel<'static>>,
@@ -57,10 +59,21 @@ fn check_host() -> Result<()> {
 }
 
 fn check_function(spec: &FunctionSpec) -> Result<()> {
-    let md = std::fs::metadata(&spec.binary)
-        .with_context(|| format!("uprobe {}:{}: binary {}", spec.binary.display(), spec.symbol, spec.binary.display()))?;
+    let md = std::fs::metadata(&spec.binary).with_context(|| {
+        format!(
+            "uprobe {}:{}: binary {}",
+            spec.binary.display(),
+            spec.symbol,
+            spec.binary.display()
+        )
+    })?;
     if !md.is_file() {
-        bail!("uprobe {}:{}: {} is not a file", spec.binary.display(), spec.symbol, spec.binary.display());
+        bail!(
+            "uprobe {}:{}: {} is not a file",
+            spec.binary.display(),
+            spec.symbol,
+            spec.binary.display()
+        );
     }
     Ok(())
 }
@@ -77,13 +90,20 @@ impl Engine {
         kernel::route_libbpf_logs();
         let uprobe_multi = kernel::uprobe_multi_links();
         let mut sections = Vec::new();
-        let mut skel = OwnedSkel::new(|storage| Self::load(storage, config, &functions, uprobe_multi, &mut sections))?;
+        let mut skel =
+            OwnedSkel::new(|storage| Self::load(storage, config, &functions, uprobe_multi, &mut sections))?;
         fill_static_maps(&skel, config)?;
         kernel::diagnose("attaching the BPF programs", &sections, || skel.attach())?;
         // Seed after attaching, so that a fork between the scan and the attach is not missed.
-        let initial_processes = if config.has_targets() { scan_targets(config) } else { Vec::new() };
+        let initial_processes = if config.has_targets() {
+            scan_targets(config)
+        } else {
+            Vec::new()
+        };
         for p in &initial_processes {
-            skel.maps.targets.update(&p.pid.to_ne_bytes(), &[1], MapFlags::ANY)?;
+            skel.maps
+                .targets
+                .update(&p.pid.to_ne_bytes(), &[1], MapFlags::ANY)?;
         }
         let mut engine = Engine {
             skel,
@@ -110,8 +130,14 @@ impl Engine {
         uprobe_multi: bool,
         sections: &mut Vec<(String, String)>,
     ) -> Result<TracerSkel<'static>> {
-        let mut open = TracerSkelBuilder::default().open(storage).context("opening the BPF object")?;
-        let rodata = open.maps.rodata_data.as_deref_mut().context("BPF object has no rodata")?;
+        let mut open = TracerSkelBuilder::default()
+            .open(storage)
+            .context("opening the BPF object")?;
+        let rodata = open
+            .maps
+            .rodata_data
+            .as_deref_mut()
+            .context("BPF object has no rodata")?;
         rodata.filter_targets = config.has_targets() as u32;
         rodata.self_tgid = std::process::id();
         rodata.gap_ns = config.gap_ms * 1_000_000;
@@ -124,8 +150,16 @@ impl Engine {
         open.maps.file_opens.set_max_entries(config.open_files)?;
         open.maps.conns.set_max_entries(config.connections)?;
         // functions.len() is bounded by MAX_FUNCTIONS (config::function_specs)
-        open.maps.function_calls.set_max_entries(functions.len().max(1) as u32)?;
-        open.maps.syscall_counts.set_max_entries(if config.count_syscalls { config.syscall_count_entries } else { 1 })?;
+        open.maps
+            .function_calls
+            .set_max_entries(functions.len().max(1) as u32)?;
+        open.maps
+            .syscall_counts
+            .set_max_entries(if config.count_syscalls {
+                config.syscall_count_entries
+            } else {
+                1
+            })?;
         if functions.is_empty() {
             open.progs.function_hit.set_autoload(false);
         }
@@ -148,11 +182,17 @@ impl Engine {
         for (binary, ids) in by_binary {
             // our own resolution also knows Go's table, which libbpf's name lookup does not
             let offsets = elf::function_offsets(&binary).unwrap_or_else(|e| {
-                log::debug!("resolving functions of {}: {e:#}; libbpf looks them up", binary.display());
+                log::debug!(
+                    "resolving functions of {}: {e:#}; libbpf looks them up",
+                    binary.display()
+                );
                 Default::default()
             });
-            let rest =
-                if ids.len() > 1 && self.uprobe_multi { self.attach_multi(&binary, &ids, &offsets) } else { ids };
+            let rest = if ids.len() > 1 && self.uprobe_multi {
+                self.attach_multi(&binary, &ids, &offsets)
+            } else {
+                ids
+            };
             for id in rest {
                 let offset = offsets.get(&self.functions[id].symbol).copied();
                 self.attach_one(id, tolerate, offset)?;
@@ -200,13 +240,22 @@ impl Engine {
             cookies: found.iter().map(|&(id, _)| id as u64).collect(),
             ..Default::default()
         };
-        match self.skel.progs.function_hit_multi.attach_uprobe_multi_with_opts(-1, binary, "", opts) {
+        match self
+            .skel
+            .progs
+            .function_hit_multi
+            .attach_uprobe_multi_with_opts(-1, binary, "", opts)
+        {
             Ok(link) => {
                 self.uprobe_links.push(link);
                 Vec::new()
             }
             Err(e) => {
-                log::debug!("uprobe-multi on {} ({} functions) failed ({e:#}); splitting", binary.display(), found.len());
+                log::debug!(
+                    "uprobe-multi on {} ({} functions) failed ({e:#}); splitting",
+                    binary.display(),
+                    found.len()
+                );
                 let (a, b) = found.split_at(found.len() / 2);
                 let mut rest = self.attach_multi_split(binary, a);
                 rest.extend(self.attach_multi_split(binary, b));
@@ -218,8 +267,16 @@ impl Engine {
     /// Attaches function `id` at its resolved file `offset`, or by name through libbpf.
     fn attach_one(&mut self, id: usize, tolerate: bool, offset: Option<u64>) -> Result<()> {
         let f = &self.functions[id];
-        let func_name = if offset.is_some() { None } else { Some(f.symbol.clone()) };
-        let opts = UprobeOpts { cookie: id as u64, func_name, ..Default::default() };
+        let func_name = if offset.is_some() {
+            None
+        } else {
+            Some(f.symbol.clone())
+        };
+        let opts = UprobeOpts {
+            cookie: id as u64,
+            func_name,
+            ..Default::default()
+        };
         match self.skel.progs.function_hit.attach_uprobe_with_opts(-1, &f.binary, offset.unwrap_or(0) as usize, opts) {
             Ok(link) => self.uprobe_links.push(link),
             Err(e) if tolerate => {
@@ -255,7 +312,11 @@ impl Engine {
     pub fn function_calls(&self) -> Result<Vec<u64>> {
         let mut out = Vec::with_capacity(self.functions.len());
         for id in 0..self.functions.len() as u32 {
-            let per_cpu = self.skel.maps.function_calls.lookup_percpu(&id.to_ne_bytes(), MapFlags::ANY)?;
+            let per_cpu = self
+                .skel
+                .maps
+                .function_calls
+                .lookup_percpu(&id.to_ne_bytes(), MapFlags::ANY)?;
             out.push(per_cpu.map(|v| sum_per_cpu(&v)).unwrap_or(0));
         }
         Ok(out)
@@ -267,14 +328,23 @@ impl Engine {
         let map = &self.skel.maps.syscall_counts;
         let mut counted: Vec<(u32, u32, u64)> = Vec::new();
         for key in map.keys() {
-            let Some(k) = read_struct::<tracerd_syscall_key>(&key) else { continue };
+            let Some(k) = read_struct::<tracerd_syscall_key>(&key) else {
+                continue;
+            };
             // a key can vanish between the walk and the lookup only if the map were pruned; it is not
             if let Some(per_cpu) = map.lookup_percpu(&key, MapFlags::ANY)? {
                 counted.push((k.tgid, k.nr, sum_per_cpu(&per_cpu)));
             }
         }
         counted.sort_unstable();
-        Ok(counted.into_iter().map(|(pid, nr, count)| SyscallCount { pid, syscall: syscall_name(nr), count }).collect())
+        Ok(counted
+            .into_iter()
+            .map(|(pid, nr, count)| SyscallCount {
+                pid,
+                syscall: syscall_name(nr),
+                count,
+            })
+            .collect())
     }
 
     /// Target processes that were already running when the engine started.
@@ -284,7 +354,10 @@ impl Engine {
 
     /// Adds a process (and, from now on, its descendants) to the traced set.
     pub fn add_target(&self, pid: u32) -> Result<()> {
-        self.skel.maps.targets.update(&pid.to_ne_bytes(), &[1], MapFlags::ANY)?;
+        self.skel
+            .maps
+            .targets
+            .update(&pid.to_ne_bytes(), &[1], MapFlags::ANY)?;
         Ok(())
     }
 
@@ -295,7 +368,12 @@ impl Engine {
 
     /// Polls the kernel buffer into `recorder` until `between` breaks; `between` runs after
     /// every poll (at least every `tick`).
-    pub fn run<B>(&self, recorder: &mut Recorder, tick: Duration, mut between: impl FnMut(&Engine, &mut Recorder) -> ControlFlow<B>) -> Result<B> {
+    pub fn run<B>(
+        &self,
+        recorder: &mut Recorder,
+        tick: Duration,
+        mut between: impl FnMut(&Engine, &mut Recorder) -> ControlFlow<B>,
+    ) -> Result<B> {
         let cell = std::cell::RefCell::new(recorder);
         let mut builder = RingBufferBuilder::new();
         builder.add(&self.skel.maps.events, |data: &[u8]| {
@@ -350,9 +428,19 @@ impl Engine {
     pub fn open_files(&self) -> Result<HashMap<u64, OpenFile>> {
         let mut out = HashMap::new();
         for_each_entry(&self.skel.maps.open_files, |_, value| {
-            let Some(o) = read_struct::<tracerd_open_file>(value) else { return };
+            let Some(o) = read_struct::<tracerd_open_file>(value) else {
+                return;
+            };
             let path = c_bytes(&o.path, o.path_len as usize);
-            out.insert(o.open_id, OpenFile { open_id: o.open_id, dir_open_id: o.dir_open_id, tgid: o.tgid, path: String::from_utf8_lossy(path).into_owned() });
+            out.insert(
+                o.open_id,
+                OpenFile {
+                    open_id: o.open_id,
+                    dir_open_id: o.dir_open_id,
+                    tgid: o.tgid,
+                    path: String::from_utf8_lossy(path).into_owned(),
+                },
+            );
         })?;
         Ok(out)
     }
@@ -361,14 +449,20 @@ impl Engine {
     /// records the silences that ended since the previous look and refreshes what
     /// `connections` returns. Nothing runs per packet; this is the whole cost of gaps.
     pub fn look_at_connections(&self) -> Result<()> {
-        self.skel.progs.look_connections.test_run(libbpf_rs::ProgramInput::default()).context("reading the watched connections")?;
+        self.skel
+            .progs
+            .look_connections
+            .test_run(libbpf_rs::ProgramInput::default())
+            .context("reading the watched connections")?;
         Ok(())
     }
 
     /// Watched connections as of the last look (for gaps still open at dump time).
     pub fn connections(&self) -> Result<Vec<tracerd_conn>> {
         let mut out = Vec::new();
-        for_each_entry(&self.skel.maps.conns, |_, v| out.extend(read_struct::<tracerd_conn>(v)))?;
+        for_each_entry(&self.skel.maps.conns, |_, v| {
+            out.extend(read_struct::<tracerd_conn>(v))
+        })?;
         Ok(out)
     }
 
@@ -376,7 +470,9 @@ impl Engine {
     pub fn pauses(&self) -> Result<Vec<(u32, tracerd_pause)>> {
         let mut out = Vec::new();
         for_each_entry(&self.skel.maps.pauses, |k, v| {
-            let Some(tid) = k.get(..4).and_then(|b| b.try_into().ok()).map(u32::from_ne_bytes) else { return };
+            let Some(tid) = k.get(..4).and_then(|b| b.try_into().ok()).map(u32::from_ne_bytes) else {
+                return;
+            };
             out.extend(read_struct::<tracerd_pause>(v).map(|p| (tid, p)));
         })?;
         Ok(out)
@@ -391,13 +487,20 @@ fn look_period(gap_ms: u64) -> Duration {
 
 /// Sum of a per-CPU u64 value.
 fn sum_per_cpu(values: &[Vec<u8>]) -> u64 {
-    values.iter().filter_map(|v| v.get(..8)).map(|b| u64::from_ne_bytes(b.try_into().unwrap_or([0; 8]))).sum()
+    values
+        .iter()
+        .filter_map(|v| v.get(..8))
+        .map(|b| u64::from_ne_bytes(b.try_into().unwrap_or([0; 8])))
+        .sum()
 }
 
 /// Raises the soft open-file limit towards `wanted` (one fd per uprobe link when the
 /// multi link is unavailable); stays below the hard limit.
 fn raise_fd_limit(wanted: u64) {
-    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
     // SAFETY: getrlimit/setrlimit with a valid pointer to a local rlimit.
     unsafe {
         if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 || lim.rlim_cur >= wanted {
@@ -413,7 +516,9 @@ fn raise_fd_limit(wanted: u64) {
 fn fill_static_maps(skel: &TracerSkel<'_>, config: &Config) -> Result<()> {
     for (nr, kind, index) in syscall_arg_table() {
         let value = [kind as u8, index, 0, 0];
-        skel.maps.syscall_args.update(&nr.to_ne_bytes(), &value, MapFlags::ANY)?;
+        skel.maps
+            .syscall_args
+            .update(&nr.to_ne_bytes(), &value, MapFlags::ANY)?;
     }
     for comm in &config.target_comm {
         let mut key = [0u8; 16];

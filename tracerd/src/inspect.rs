@@ -29,8 +29,17 @@ fn counted_line(m: &DumpMeta) -> Option<String> {
 pub fn print_text(dump: &Dump, out: &mut impl Write) -> Result<()> {
     let m = &dump.meta;
     let events = dump.events();
-    writeln!(out, "tracerd dump (format {}) from {} ({}), kernel {}", m.version, m.host, m.boot_id, m.kernel)?;
-    writeln!(out, "taken at {} by tracerd {}", wall_time(m.clock.realtime_ns), m.tracerd_version)?;
+    writeln!(
+        out,
+        "tracerd dump (format {}) from {} ({}), kernel {}",
+        m.version, m.host, m.boot_id, m.kernel
+    )?;
+    writeln!(
+        out,
+        "taken at {} by tracerd {}",
+        wall_time(m.clock.realtime_ns),
+        m.tracerd_version
+    )?;
     let counts: Vec<String> = Kind::ALL
         .iter()
         .map(|&k| format!("{} {}", k.name(), events.iter().filter(|e| e.kind() == k).count()))
@@ -58,9 +67,23 @@ pub fn print_text(dump: &Dump, out: &mut impl Write) -> Result<()> {
     if let Some(line) = counted_line(m) {
         writeln!(out, "{line}")?;
     }
-    writeln!(out, "processes: {}, open files known: {}", m.processes.len(), m.open_files.len())?;
+    writeln!(
+        out,
+        "processes: {}, open files known: {}",
+        m.processes.len(),
+        m.open_files.len()
+    )?;
     for e in &events {
-        writeln!(out, "{}  {:>7}/{:<7} {:<15} {:<15} {}", wall_time(e.realtime_ns), e.pid, e.tid, e.comm, e.kind().name(), e.describe())?;
+        writeln!(
+            out,
+            "{}  {:>7}/{:<7} {:<15} {:<15} {}",
+            wall_time(e.realtime_ns),
+            e.pid,
+            e.tid,
+            e.comm,
+            e.kind().name(),
+            e.describe()
+        )?;
     }
     Ok(())
 }

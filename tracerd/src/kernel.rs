@@ -35,7 +35,10 @@ fn probe_uprobe_multi_links() -> bool {
         )
     };
     if prog < 0 {
-        log::debug!("uprobe-multi probe: the probe program did not load ({})", std::io::Error::last_os_error());
+        log::debug!(
+            "uprobe-multi probe: the probe program did not load ({})",
+            std::io::Error::last_os_error()
+        );
         return false;
     }
     let offset: std::os::raw::c_ulong = 0;
@@ -50,7 +53,8 @@ fn probe_uprobe_multi_links() -> bool {
         ..Default::default()
     };
     // SAFETY: prog is our fd; the options point at locals that outlive the call.
-    let link = unsafe { libbpf_sys::bpf_link_create(prog, -1, libbpf_sys::BPF_TRACE_UPROBE_MULTI, &link_opts) };
+    let link =
+        unsafe { libbpf_sys::bpf_link_create(prog, -1, libbpf_sys::BPF_TRACE_UPROBE_MULTI, &link_opts) };
     let err = std::io::Error::last_os_error();
     // SAFETY: closing fds this function opened.
     unsafe {
@@ -60,18 +64,30 @@ fn probe_uprobe_multi_links() -> bool {
         libc::close(prog);
     }
     let supported = link >= 0 || err.raw_os_error() == Some(libc::EBADF);
-    log::debug!("uprobe-multi probe: {} ({err})", if supported { "supported" } else { "not supported" });
+    log::debug!(
+        "uprobe-multi probe: {} ({err})",
+        if supported { "supported" } else { "not supported" }
+    );
     supported
 }
 
 /// The paths chosen on this kernel, for the log and `tracerd kernel`.
 pub fn summary() -> String {
-    let uprobes = if uprobe_multi_links() { "uprobe-multi links" } else { "single uprobes (no uprobe-multi links before Linux 6.6)" };
-    format!("kernel {}: function probes: {uprobes}; process end: sched_process_exit + signal->live", release())
+    let uprobes = if uprobe_multi_links() {
+        "uprobe-multi links"
+    } else {
+        "single uprobes (no uprobe-multi links before Linux 6.6)"
+    };
+    format!(
+        "kernel {}: function probes: {uprobes}; process end: sched_process_exit + signal->live",
+        release()
+    )
 }
 
 pub fn release() -> String {
-    nix::sys::utsname::uname().map(|u| u.release().to_string_lossy().into_owned()).unwrap_or_else(|_| "?".into())
+    nix::sys::utsname::uname()
+        .map(|u| u.release().to_string_lossy().into_owned())
+        .unwrap_or_else(|_| "?".into())
 }
 
 /// libbpf messages captured while `diagnose` runs; bounded (a verifier log can be megabytes).
@@ -101,7 +117,11 @@ pub fn route_libbpf_logs() {
 /// Runs a load or attach step; when it fails, the error names the program the kernel refused,
 /// its attach point and the verifier's reason, in one line. `sections` maps program names to
 /// their ELF sections (attach points).
-pub fn diagnose<T>(what: &str, sections: &[(String, String)], step: impl FnOnce() -> Result<T, libbpf_rs::Error>) -> anyhow::Result<T> {
+pub fn diagnose<T>(
+    what: &str,
+    sections: &[(String, String)],
+    step: impl FnOnce() -> Result<T, libbpf_rs::Error>,
+) -> anyhow::Result<T> {
     route_libbpf_logs();
     if let Ok(mut g) = CAPTURE.lock() {
         *g = Some(Vec::new());
@@ -116,20 +136,37 @@ pub fn refusal(what: &str, sections: &[(String, String)], messages: &[String], e
     let Some(prog) = messages.iter().find_map(|m| failed_program(m)) else {
         return format!("{what}: {error} (RUST_LOG=libbpf=debug shows libbpf's messages)");
     };
-    let section = sections.iter().find(|(name, _)| *name == prog).map(|(_, s)| s.as_str()).unwrap_or("?");
+    let section = sections
+        .iter()
+        .find(|(name, _)| *name == prog)
+        .map(|(_, s)| s.as_str())
+        .unwrap_or("?");
     let reason = messages
         .iter()
         .filter(|m| m.contains(&format!("prog '{prog}':")))
         .find_map(|m| verifier_reason(m))
         .unwrap_or_else(|| error.to_string());
-    format!("{what}: this kernel ({}) refuses BPF program {prog} ({}): {reason}", release(), feature_of(section))
+    format!(
+        "{what}: this kernel ({}) refuses BPF program {prog} ({}): {reason}",
+        release(),
+        feature_of(section)
+    )
 }
 
 /// The program a libbpf failure message is about.
 fn failed_program(msg: &str) -> Option<String> {
-    let rest = msg.strip_prefix("libbpf: ").unwrap_or(msg).strip_prefix("prog '")?;
+    let rest = msg
+        .strip_prefix("libbpf: ")
+        .unwrap_or(msg)
+        .strip_prefix("prog '")?;
     let (name, tail) = rest.split_once("':")?;
-    let failed = ["load failed", "failed to attach", "failed to auto-attach", "failed to load", "failed to resolve"];
+    let failed = [
+        "load failed",
+        "failed to attach",
+        "failed to auto-attach",
+        "failed to load",
+        "failed to resolve",
+    ];
     failed.iter().any(|f| tail.contains(f)).then(|| name.to_string())
 }
 
@@ -146,7 +183,8 @@ fn verifier_reason(msg: &str) -> Option<String> {
             || l.starts_with("verification time")
             || l.starts_with("stack depth")
             || l.starts_with("mark_precise")
-            || l.split_once(':').is_some_and(|(n, _)| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()))
+            || l.split_once(':')
+                .is_some_and(|(n, _)| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()))
     };
     let lines: Vec<&str> = log.lines().map(str::trim).filter(|l| !is_noise(l)).collect();
     let tail = &lines[lines.len().saturating_sub(2)..];
@@ -168,7 +206,14 @@ fn feature_of(section: &str) -> String {
 
 /// (name, section) of every program of an opened object, for `diagnose`.
 pub fn sections(obj: &libbpf_rs::OpenObject) -> Vec<(String, String)> {
-    obj.progs().map(|p| (p.name().to_string_lossy().into_owned(), p.section().to_string_lossy().into_owned())).collect()
+    obj.progs()
+        .map(|p| {
+            (
+                p.name().to_string_lossy().into_owned(),
+                p.section().to_string_lossy().into_owned(),
+            )
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -183,10 +228,21 @@ mod tests {
             "libbpf: prog 'on_process_exit': -- BEGIN PROG LOAD LOG --\nreg type unsupported for arg#0 function on_process_exit#585\n0: R1=ctx(off=0,imm=0) R10=fp0\n; int BPF_PROG(on_process_exit, struct task_struct *p, bool group_dead)\n0: (79) r2 = *(u64 *)(r1 +8)\nfunc 'sched_process_exit' doesn't have 2-th argument\ninvalid bpf_context access off=8 size=8\nprocessed 1 insns (limit 1000000) max_states_per_insn 0 total_states 0 peak_states 0 mark_read 0\n-- END PROG LOAD LOG --\n".to_string(),
             "libbpf: prog 'on_process_exit': failed to load: -EACCES\n".to_string(),
         ];
-        let sections = vec![("on_process_exit".to_string(), "tp_btf/sched_process_exit".to_string())];
-        let line = refusal("loading the BPF programs", &sections, &messages, "Permission denied (os error 13)");
+        let sections = vec![(
+            "on_process_exit".to_string(),
+            "tp_btf/sched_process_exit".to_string(),
+        )];
+        let line = refusal(
+            "loading the BPF programs",
+            &sections,
+            &messages,
+            "Permission denied (os error 13)",
+        );
         assert!(!line.contains('\n'), "{line}");
-        assert!(line.contains("BPF program on_process_exit (BTF tracepoint sched_process_exit)"), "{line}");
+        assert!(
+            line.contains("BPF program on_process_exit (BTF tracepoint sched_process_exit)"),
+            "{line}"
+        );
         assert!(line.contains("func 'sched_process_exit' doesn't have 2-th argument: invalid bpf_context access off=8 size=8"), "{line}");
     }
 
@@ -194,13 +250,24 @@ mod tests {
     fn attach_failures_name_the_program() {
         let messages = vec!["libbpf: prog 'on_tcp_probe': failed to auto-attach: -2\n".to_string()];
         let sections = vec![("on_tcp_probe".to_string(), "tp_btf/tcp_probe".to_string())];
-        let line = refusal("attaching", &sections, &messages, "No such file or directory (os error 2)");
-        assert!(line.contains("BPF program on_tcp_probe (BTF tracepoint tcp_probe): No such file or directory"), "{line}");
+        let line = refusal(
+            "attaching",
+            &sections,
+            &messages,
+            "No such file or directory (os error 2)",
+        );
+        assert!(
+            line.contains("BPF program on_tcp_probe (BTF tracepoint tcp_probe): No such file or directory"),
+            "{line}"
+        );
     }
 
     #[test]
     fn without_libbpf_messages_the_error_is_kept() {
         let line = refusal("loading", &[], &[], "Permission denied (os error 13)");
-        assert!(line.starts_with("loading: Permission denied (os error 13)"), "{line}");
+        assert!(
+            line.starts_with("loading: Permission denied (os error 13)"),
+            "{line}"
+        );
     }
 }

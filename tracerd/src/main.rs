@@ -9,7 +9,11 @@ use tracerd::config::{Config, DEFAULT_CONFIG};
 use tracerd::dump::Dump;
 
 #[derive(Parser)]
-#[command(name = "tracerd", version, about = "Always-on flight recorder: failed syscalls, function hits, network gaps, process states")]
+#[command(
+    name = "tracerd",
+    version,
+    about = "Always-on flight recorder: failed syscalls, function hits, network gaps, process states"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -111,26 +115,54 @@ enum Command {
 
 fn effective_config(a: RunArgs) -> Result<Config> {
     let mut c = Config::load(a.config.as_deref())?;
-    if let Some(v) = a.dump_dir { c.dump_dir = v; }
-    if let Some(v) = a.ring_events { c.ring_events = v; }
-    if let Some(v) = a.functions { c.functions = Some(v); }
-    if let Some(v) = a.gap_ms { c.gap_ms = v; }
-    if let Some(v) = a.pause_ms { c.pause_ms = v; }
-    if let Some(v) = a.control_socket { c.control_socket = v; }
-    if let Some(v) = a.metrics_textfile { c.metrics_textfile = Some(v); }
-    if let Some(v) = a.metrics_interval_ms { c.metrics_interval_ms = v; }
+    if let Some(v) = a.dump_dir {
+        c.dump_dir = v;
+    }
+    if let Some(v) = a.ring_events {
+        c.ring_events = v;
+    }
+    if let Some(v) = a.functions {
+        c.functions = Some(v);
+    }
+    if let Some(v) = a.gap_ms {
+        c.gap_ms = v;
+    }
+    if let Some(v) = a.pause_ms {
+        c.pause_ms = v;
+    }
+    if let Some(v) = a.control_socket {
+        c.control_socket = v;
+    }
+    if let Some(v) = a.metrics_textfile {
+        c.metrics_textfile = Some(v);
+    }
+    if let Some(v) = a.metrics_interval_ms {
+        c.metrics_interval_ms = v;
+    }
     c.target_comm.extend(a.target_comm);
     c.target_exe.extend(a.target_exe);
     c.target_pid.extend(a.target_pid);
     c.target_unit.extend(a.target_unit);
     c.uprobe.extend(a.uprobe);
     let t = &mut c.triggers;
-    if a.no_trigger_fatal_signal { t.fatal_signal = false; }
-    if a.trigger_nonzero_exit { t.nonzero_exit = true; }
-    if a.trigger_oom_kill { t.oom_kill = true; }
-    if let Some(v) = a.trigger_pause_ms { t.pause_ms = v; }
-    if let Some(v) = a.trigger_min_interval_ms { t.min_interval_ms = v; }
-    if let Some(v) = a.trigger_settle_ms { t.settle_ms = v; }
+    if a.no_trigger_fatal_signal {
+        t.fatal_signal = false;
+    }
+    if a.trigger_nonzero_exit {
+        t.nonzero_exit = true;
+    }
+    if a.trigger_oom_kill {
+        t.oom_kill = true;
+    }
+    if let Some(v) = a.trigger_pause_ms {
+        t.pause_ms = v;
+    }
+    if let Some(v) = a.trigger_min_interval_ms {
+        t.min_interval_ms = v;
+    }
+    if let Some(v) = a.trigger_settle_ms {
+        t.settle_ms = v;
+    }
     for spec in &a.trigger_syscall {
         t.syscall.push(tracerd::triggers::SyscallRule::parse(spec)?);
     }
@@ -146,7 +178,10 @@ fn main_inner(cli: Cli) -> Result<()> {
                 .init();
             tracerd::daemon::run(effective_config(*args)?)
         }
-        Command::Dump { control_socket, config } => {
+        Command::Dump {
+            control_socket,
+            config,
+        } => {
             let socket = match control_socket {
                 Some(s) => s,
                 None => Config::load(config.as_deref())?.control_socket,

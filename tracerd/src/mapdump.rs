@@ -34,7 +34,11 @@ pub fn for_each_entry(map: &impl MapCore, mut visit: impl FnMut(&[u8], &[u8])) -
     let mut first = true;
     loop {
         let mut count = batch;
-        let in_ptr = if first { std::ptr::null_mut() } else { token_in.as_mut_ptr().cast() };
+        let in_ptr = if first {
+            std::ptr::null_mut()
+        } else {
+            token_in.as_mut_ptr().cast()
+        };
         // SAFETY: keys/values hold `batch` entries of the map's key and value size, the
         // tokens are at least as large as the kernel's u32 bucket token, opts is initialised.
         let ret = unsafe {
@@ -50,16 +54,27 @@ pub fn for_each_entry(map: &impl MapCore, mut visit: impl FnMut(&[u8], &[u8])) -
         };
         let err = if ret < 0 { -ret } else { 0 };
         if err == libc::ENOSPC && count == 0 {
-            batch = batch.checked_mul(2).filter(|&b| b <= 1 << 20).ok_or_else(|| anyhow::anyhow!("a map bucket too large to read"))?;
+            batch = batch
+                .checked_mul(2)
+                .filter(|&b| b <= 1 << 20)
+                .ok_or_else(|| anyhow::anyhow!("a map bucket too large to read"))?;
             keys.resize(batch as usize * key_size, 0);
             values.resize(batch as usize * value_size, 0);
             continue;
         }
         if err != 0 && err != libc::ENOENT {
-            bail!("reading BPF map {}: {}", map.name().to_string_lossy(), std::io::Error::from_raw_os_error(err));
+            bail!(
+                "reading BPF map {}: {}",
+                map.name().to_string_lossy(),
+                std::io::Error::from_raw_os_error(err)
+            );
         }
         let n = (count as usize).min(batch as usize);
-        for (k, v) in keys.chunks_exact(key_size).zip(values.chunks_exact(value_size)).take(n) {
+        for (k, v) in keys
+            .chunks_exact(key_size)
+            .zip(values.chunks_exact(value_size))
+            .take(n)
+        {
             visit(&k[..map.key_size() as usize], v);
         }
         if err == libc::ENOENT {

@@ -33,7 +33,13 @@ pub struct Snapshot<'a> {
     pub uprobes: usize,
 }
 
-const KINDS: [(usize, &str); 5] = [(1, "syscall_failure"), (2, "function"), (3, "network_gap"), (4, "process_state"), (5, "process_start")];
+const KINDS: [(usize, &str); 5] = [
+    (1, "syscall_failure"),
+    (2, "function"),
+    (3, "network_gap"),
+    (4, "process_state"),
+    (5, "process_start"),
+];
 
 fn family(name: &str, help: &str, kind: MetricType, samples: Vec<(Vec<(&str, &str)>, f64)>) -> MetricFamily {
     let mut f = MetricFamily::default();
@@ -90,39 +96,86 @@ pub fn families(s: &Snapshot<'_>) -> Vec<MetricFamily> {
         ("window_overwritten", r.ring_overwritten),
         ("process_table_evicted", r.process_table_evicted),
     ];
-    let fill = if s.window_capacity == 0 { 0.0 } else { s.window_events as f64 / s.window_capacity as f64 };
+    let fill = if s.window_capacity == 0 {
+        0.0
+    } else {
+        s.window_events as f64 / s.window_capacity as f64
+    };
     vec![
         family(
             "tracerd_events_received_total",
             "Records received from the kernel, by kind.",
             MetricType::COUNTER,
-            KINDS.iter().map(|&(i, kind)| (vec![("kind", kind)], s.received_by_kind[i] as f64)).collect(),
+            KINDS
+                .iter()
+                .map(|&(i, kind)| (vec![("kind", kind)], s.received_by_kind[i] as f64))
+                .collect(),
         ),
         family(
             "tracerd_lost_total",
             "Data lost or not recorded, by where it was lost (the dump's counters).",
             MetricType::COUNTER,
-            lost.iter().map(|&(why, n)| (vec![("reason", why)], n as f64)).collect(),
+            lost.iter()
+                .map(|&(why, n)| (vec![("reason", why)], n as f64))
+                .collect(),
         ),
-        family("tracerd_window_events", "Events in the in-memory window.", MetricType::GAUGE, vec![(Vec::new(), s.window_events as f64)]),
-        family("tracerd_window_capacity_events", "Capacity of the window (ring_events).", MetricType::GAUGE, vec![(Vec::new(), s.window_capacity as f64)]),
-        family("tracerd_window_fill_ratio", "Window events over capacity.", MetricType::GAUGE, vec![(Vec::new(), fill)]),
-        counter("tracerd_dumps_written_total", "Dumps written (asked for or triggered).", s.dumps_written),
-        counter("tracerd_dumps_failed_total", "Dumps that could not be written.", s.dumps_failed),
+        family(
+            "tracerd_window_events",
+            "Events in the in-memory window.",
+            MetricType::GAUGE,
+            vec![(Vec::new(), s.window_events as f64)],
+        ),
+        family(
+            "tracerd_window_capacity_events",
+            "Capacity of the window (ring_events).",
+            MetricType::GAUGE,
+            vec![(Vec::new(), s.window_capacity as f64)],
+        ),
+        family(
+            "tracerd_window_fill_ratio",
+            "Window events over capacity.",
+            MetricType::GAUGE,
+            vec![(Vec::new(), fill)],
+        ),
+        counter(
+            "tracerd_dumps_written_total",
+            "Dumps written (asked for or triggered).",
+            s.dumps_written,
+        ),
+        counter(
+            "tracerd_dumps_failed_total",
+            "Dumps that could not be written.",
+            s.dumps_failed,
+        ),
         family(
             "tracerd_triggers_fired_total",
             "Trigger rules that fired (each makes or joins a dump).",
             MetricType::COUNTER,
-            s.triggers.iter().map(|&(rule, fired, _)| (vec![("rule", rule)], fired as f64)).collect(),
+            s.triggers
+                .iter()
+                .map(|&(rule, fired, _)| (vec![("rule", rule)], fired as f64))
+                .collect(),
         ),
         family(
             "tracerd_triggers_suppressed_total",
             "Triggers suppressed by their rule's rate limit (triggers.min_interval_ms).",
             MetricType::COUNTER,
-            s.triggers.iter().map(|&(rule, _, suppressed)| (vec![("rule", rule)], suppressed as f64)).collect(),
+            s.triggers
+                .iter()
+                .map(|&(rule, _, suppressed)| (vec![("rule", rule)], suppressed as f64))
+                .collect(),
         ),
-        counter("tracerd_uprobe_attach_failures_total", "Functions whose uprobe could not be attached.", s.uprobe_attach_failed),
-        family("tracerd_uprobes", "Functions configured for uprobes.", MetricType::GAUGE, vec![(Vec::new(), s.uprobes as f64)]),
+        counter(
+            "tracerd_uprobe_attach_failures_total",
+            "Functions whose uprobe could not be attached.",
+            s.uprobe_attach_failed,
+        ),
+        family(
+            "tracerd_uprobes",
+            "Functions configured for uprobes.",
+            MetricType::GAUGE,
+            vec![(Vec::new(), s.uprobes as f64)],
+        ),
     ]
 }
 
@@ -136,12 +189,20 @@ pub fn render(s: &Snapshot<'_>) -> Result<String> {
 /// Replaces `path` atomically (hidden temp name in the same directory, fsync, rename), so
 /// node_exporter never reads a half-written file. Mode 0644: metrics are not secret.
 pub fn write_textfile(path: &Path, text: &str) -> Result<()> {
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
     let name = path.file_name().context("metrics_textfile has no file name")?;
     // node_exporter reads only *.prom: the temp name must not end in it
     let temp = dir.join(format!(".{}.tmp", name.to_string_lossy()));
     let result = (|| -> Result<()> {
-        let mut f = OpenOptions::new().write(true).create(true).truncate(true).mode(0o644).open(&temp)?;
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o644)
+            .open(&temp)?;
         f.write_all(text.as_bytes())?;
         f.sync_all()?;
         std::fs::rename(&temp, path)?;
@@ -165,7 +226,12 @@ pub struct Exporter {
 impl Exporter {
     pub fn new(path: &Path, interval_ms: u64) -> Exporter {
         let interval = std::time::Duration::from_millis(interval_ms);
-        Exporter { path: path.to_path_buf(), interval, next: std::time::Instant::now(), failing: false }
+        Exporter {
+            path: path.to_path_buf(),
+            interval,
+            next: std::time::Instant::now(),
+            failing: false,
+        }
     }
 
     /// Writes the file if it is due; `snapshot` is only called then.
@@ -175,7 +241,10 @@ impl Exporter {
             return;
         }
         self.next = now + self.interval;
-        match snapshot().and_then(|s| render(&s)).and_then(|text| write_textfile(&self.path, &text)) {
+        match snapshot()
+            .and_then(|s| render(&s))
+            .and_then(|text| write_textfile(&self.path, &text))
+        {
             Ok(()) => self.failing = false,
             Err(e) if !self.failing => {
                 self.failing = true;
@@ -193,7 +262,10 @@ mod tests {
     #[test]
     fn renders_counters_and_gauges() {
         let s = Snapshot {
-            kernel: KernelCounters { buffer_full_syscall: 4, ..Default::default() },
+            kernel: KernelCounters {
+                buffer_full_syscall: 4,
+                ..Default::default()
+            },
             recorder: RecorderCounters::default(),
             received_by_kind: [0, 7, 0, 0, 1, 0, 0, 0],
             window_events: 8,
@@ -205,10 +277,22 @@ mod tests {
             uprobes: 0,
         };
         let text = render(&s).unwrap();
-        assert!(text.contains("# TYPE tracerd_events_received_total counter"), "{text}");
-        assert!(text.contains("tracerd_events_received_total{kind=\"syscall_failure\"} 7"), "{text}");
-        assert!(text.contains("tracerd_lost_total{reason=\"kernel_buffer_full_syscall\"} 4"), "{text}");
+        assert!(
+            text.contains("# TYPE tracerd_events_received_total counter"),
+            "{text}"
+        );
+        assert!(
+            text.contains("tracerd_events_received_total{kind=\"syscall_failure\"} 7"),
+            "{text}"
+        );
+        assert!(
+            text.contains("tracerd_lost_total{reason=\"kernel_buffer_full_syscall\"} 4"),
+            "{text}"
+        );
         assert!(text.contains("tracerd_window_fill_ratio 0.5"), "{text}");
-        assert!(text.contains("tracerd_triggers_suppressed_total{rule=\"fatal_signal\"} 5"), "{text}");
+        assert!(
+            text.contains("tracerd_triggers_suppressed_total{rule=\"fatal_signal\"} 5"),
+            "{text}"
+        );
     }
 }

@@ -37,7 +37,9 @@ impl FromProc for ProcInfo {
         if self.exit_ns.is_some() {
             return;
         }
-        let Ok(proc) = procfs::process::Process::new(self.pid as i32) else { return };
+        let Ok(proc) = procfs::process::Process::new(self.pid as i32) else {
+            return;
+        };
         if self.exe.is_none() {
             self.exe = proc.exe().ok().map(|p| p.display().to_string());
         }
@@ -62,7 +64,11 @@ pub struct ProcTable {
 
 impl ProcTable {
     pub fn new(capacity: usize) -> Self {
-        ProcTable { procs: HashMap::with_capacity(capacity.min(1 << 16)), capacity: capacity.max(1), evicted: 0 }
+        ProcTable {
+            procs: HashMap::with_capacity(capacity.min(1 << 16)),
+            capacity: capacity.max(1),
+            evicted: 0,
+        }
     }
 
     pub fn evicted(&self) -> u64 {
@@ -106,7 +112,15 @@ impl ProcTable {
     /// A traced process called exec: read its new identity while it is surely alive.
     /// `argv` and `exe` come from the kernel at exec time: they are there even when the
     /// process is gone before /proc could be read.
-    pub fn on_exec(&mut self, pid: u32, ppid: u32, comm: &str, ts_ns: u64, argv: Option<Vec<String>>, exe: Option<String>) {
+    pub fn on_exec(
+        &mut self,
+        pid: u32,
+        ppid: u32,
+        comm: &str,
+        ts_ns: u64,
+        argv: Option<Vec<String>>,
+        exe: Option<String>,
+    ) {
         let mut info = ProcInfo::from_proc(pid).unwrap_or_default();
         if argv.is_some() {
             info.cmdline = argv;
@@ -162,7 +176,9 @@ fn unit_of(pid: u32) -> Option<String> {
 /// Processes running now that the configuration targets, descendants included.
 pub fn scan_targets(config: &Config) -> Vec<ProcInfo> {
     let exe_keys: HashSet<(u64, u64)> = config.target_exe.iter().filter_map(|p| exe_key(p).ok()).collect();
-    let Ok(all) = procfs::process::all_processes() else { return Vec::new() };
+    let Ok(all) = procfs::process::all_processes() else {
+        return Vec::new();
+    };
     let mut parent_of: HashMap<u32, u32> = HashMap::new();
     let mut matched: HashSet<u32> = HashSet::new();
     for proc in all.flatten() {
@@ -172,9 +188,13 @@ pub fn scan_targets(config: &Config) -> Vec<ProcInfo> {
         let by_comm = config.target_comm.contains(&stat.comm);
         let by_pid = config.target_pid.contains(&pid);
         let by_exe = !exe_keys.is_empty()
-            && proc.exe().ok().and_then(|p| exe_key(&p).ok()).is_some_and(|k| exe_keys.contains(&k));
-        let by_unit = !config.target_unit.is_empty()
-            && unit_of(pid).is_some_and(|u| config.target_unit.contains(&u));
+            && proc
+                .exe()
+                .ok()
+                .and_then(|p| exe_key(&p).ok())
+                .is_some_and(|k| exe_keys.contains(&k));
+        let by_unit =
+            !config.target_unit.is_empty() && unit_of(pid).is_some_and(|u| config.target_unit.contains(&u));
         if by_comm || by_pid || by_exe || by_unit {
             matched.insert(pid);
         }

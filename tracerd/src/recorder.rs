@@ -88,7 +88,9 @@ impl Recorder {
             }
             EventKind::Function => {
                 let e: tracerd_function_hit = read_struct(data)?;
-                Payload::Function { function_id: e.function_id }
+                Payload::Function {
+                    function_id: e.function_id,
+                }
             }
             EventKind::NetworkGap => self.network_gap(&read_struct(data)?),
             EventKind::ProcessState => self.process_state(&h, &read_struct(data)?),
@@ -97,7 +99,13 @@ impl Recorder {
                 return Some(());
             }
         };
-        let record = Record { ts_ns: h.ts_ns, pid: h.pid, tid: h.tid, comm: comm_bytes(&h.comm), payload };
+        let record = Record {
+            ts_ns: h.ts_ns,
+            pid: h.pid,
+            tid: h.tid,
+            comm: comm_bytes(&h.comm),
+            payload,
+        };
         if let Some(t) = &mut self.triggers {
             t.check(&record, path.as_ref().map(|p| c_bytes(p, 0)));
         }
@@ -142,7 +150,10 @@ impl Recorder {
     }
 
     fn process_state(&mut self, h: &tracerd_header, e: &tracerd_process_state_event) -> Payload {
-        if matches!(ProcessState::from_raw(e.state), Some(ProcessState::Exited | ProcessState::Killed)) {
+        if matches!(
+            ProcessState::from_raw(e.state),
+            Some(ProcessState::Exited | ProcessState::Killed)
+        ) {
             self.procs.on_exit(h.pid, h.ts_ns);
         }
         let sender = c_bytes(&e.sender_comm, 0);
@@ -164,9 +175,22 @@ impl Recorder {
         if e.is_exec != 0 {
             let args = &e.args[..(e.args_len as usize).min(e.args.len())];
             let args = args.strip_suffix(&[0]).unwrap_or(args);
-            let argv: Vec<String> = if args.is_empty() { Vec::new() } else { args.split(|&b| b == 0).map(|a| String::from_utf8_lossy(&comm_bytes_of(a)).into_owned()).collect() };
+            let argv: Vec<String> = if args.is_empty() {
+                Vec::new()
+            } else {
+                args.split(|&b| b == 0)
+                    .map(|a| String::from_utf8_lossy(&comm_bytes_of(a)).into_owned())
+                    .collect()
+            };
             let exe = String::from_utf8_lossy(c_bytes(&e.exe, 0)).into_owned();
-            self.procs.on_exec(e.h.pid, e.ppid, &comm, e.h.ts_ns, (!argv.is_empty()).then_some(argv), (!exe.is_empty()).then_some(exe));
+            self.procs.on_exec(
+                e.h.pid,
+                e.ppid,
+                &comm,
+                e.h.ts_ns,
+                (!argv.is_empty()).then_some(argv),
+                (!exe.is_empty()).then_some(exe),
+            );
         } else {
             self.procs.on_fork(e.h.pid, e.ppid, &comm, e.h.ts_ns);
         }
@@ -176,4 +200,3 @@ impl Recorder {
 fn comm_bytes_of(chars: &[i8]) -> Vec<u8> {
     chars.iter().map(|&c| c as u8).collect()
 }
-

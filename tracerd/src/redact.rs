@@ -23,7 +23,10 @@ pub const DEFAULT_PATTERN: &str = r"(?i)((?:password|passwd|secret|token|[a-z0-9
 pub const DEFAULT_REPLACEMENT: &str = "${1}<redacted>";
 
 pub fn default_rules() -> Vec<RedactRule> {
-    vec![RedactRule { pattern: DEFAULT_PATTERN.into(), replacement: DEFAULT_REPLACEMENT.into() }]
+    vec![RedactRule {
+        pattern: DEFAULT_PATTERN.into(),
+        replacement: DEFAULT_REPLACEMENT.into(),
+    }]
 }
 
 #[derive(Clone, Debug, Default)]
@@ -35,8 +38,13 @@ impl Redactor {
     pub fn new(rules: &[RedactRule], origin: &str) -> Result<Redactor, ConfigError> {
         let mut out = Vec::new();
         for (i, r) in rules.iter().enumerate() {
-            let re = Regex::new(&r.pattern)
-                .map_err(|e| ConfigError(format!("config {origin}: redact[{i}] pattern '{}': {}", r.pattern, e.to_string().replace('\n', " "))))?;
+            let re = Regex::new(&r.pattern).map_err(|e| {
+                ConfigError(format!(
+                    "config {origin}: redact[{i}] pattern '{}': {}",
+                    r.pattern,
+                    e.to_string().replace('\n', " ")
+                ))
+            })?;
             out.push((re, r.replacement.clone()));
         }
         Ok(Redactor { rules: out })
@@ -87,14 +95,27 @@ impl Redactor {
 /// Redacts the paths of failed calls among `records`, whose blobs are the live bytes
 /// `blobs` (base offset, bytes). A changed path is overwritten with zeros where it was and
 /// appended redacted; returns (index, redacted copy) for each record that now points there.
-pub fn redact_records(redactor: &Redactor, records: &[&Record], blobs: &mut (u64, Vec<u8>)) -> Vec<(usize, Record)> {
+pub fn redact_records(
+    redactor: &Redactor,
+    records: &[&Record],
+    blobs: &mut (u64, Vec<u8>),
+) -> Vec<(usize, Record)> {
     let mut changed = Vec::new();
     if redactor.is_empty() {
         return changed;
     }
     let mut moved: std::collections::HashMap<u64, BlobRef> = std::collections::HashMap::new();
     for (i, r) in records.iter().enumerate() {
-        let Payload::SyscallFailure { nr, ret, fd, open_id, blob } = r.payload else { continue };
+        let Payload::SyscallFailure {
+            nr,
+            ret,
+            fd,
+            open_id,
+            blob,
+        } = r.payload
+        else {
+            continue;
+        };
         if blob.is_none() {
             continue;
         }
@@ -107,7 +128,19 @@ pub fn redact_records(redactor: &Redactor, records: &[&Record], blobs: &mut (u64
             }
         };
         if new != blob {
-            changed.push((i, Record { payload: Payload::SyscallFailure { nr, ret, fd, open_id, blob: new }, ..**r }));
+            changed.push((
+                i,
+                Record {
+                    payload: Payload::SyscallFailure {
+                        nr,
+                        ret,
+                        fd,
+                        open_id,
+                        blob: new,
+                    },
+                    ..**r
+                },
+            ));
         }
     }
     changed
@@ -123,12 +156,19 @@ fn blob_span(r: BlobRef, base: u64, len: usize) -> Option<std::ops::Range<usize>
 
 fn redact_blob(redactor: &Redactor, r: BlobRef, blobs: &mut (u64, Vec<u8>)) -> BlobRef {
     let (base, bytes) = blobs;
-    let Some(span) = blob_span(r, *base, bytes.len()) else { return r };
+    let Some(span) = blob_span(r, *base, bytes.len()) else {
+        return r;
+    };
     // address blobs start with a 0 byte; paths never do
     if bytes[span.start] == 0 {
         return r;
     }
-    let Some(text) = std::str::from_utf8(&bytes[span.clone()]).ok().and_then(|t| redactor.apply(t)) else { return r };
+    let Some(text) = std::str::from_utf8(&bytes[span.clone()])
+        .ok()
+        .and_then(|t| redactor.apply(t))
+    else {
+        return r;
+    };
     bytes[span].fill(0);
     if text.is_empty() || text.len() >= 1 << 16 {
         return BlobRef::NONE;
@@ -148,7 +188,10 @@ mod tests {
         let cases = [
             ("--password=hunter2", "--password=<redacted>"),
             ("--db-passwd=x", "--db-passwd=<redacted>"),
-            ("https://h/x?token=abc&page=2", "https://h/x?token=<redacted>&page=2"),
+            (
+                "https://h/x?token=abc&page=2",
+                "https://h/x?token=<redacted>&page=2",
+            ),
             ("API_KEY=0123", "API_KEY=<redacted>"),
             ("client_secret=s3;rest", "client_secret=<redacted>;rest"),
             ("--port=7001", "--port=7001"),
@@ -156,6 +199,15 @@ mod tests {
         for (input, want) in cases {
             assert_eq!(r.apply(input).as_deref().unwrap_or(input), want, "{input}");
         }
-        assert!(Redactor::new(&[RedactRule { pattern: "(".into(), replacement: "".into() }], "f").unwrap_err().0.contains("redact[0]"));
+        assert!(Redactor::new(
+            &[RedactRule {
+                pattern: "(".into(),
+                replacement: "".into()
+            }],
+            "f"
+        )
+        .unwrap_err()
+        .0
+        .contains("redact[0]"));
     }
 }

@@ -26,7 +26,13 @@ pub struct TraceSession {
     targets: libbpf_rs::MapHandle,
 }
 
-fn serve(engine: &Engine, rec: &mut Recorder, config: &Config, rx: &Receiver<Cmd>, seq: &mut u64) -> ControlFlow<()> {
+fn serve(
+    engine: &Engine,
+    rec: &mut Recorder,
+    config: &Config,
+    rx: &Receiver<Cmd>,
+    seq: &mut u64,
+) -> ControlFlow<()> {
     while let Ok(cmd) = rx.try_recv() {
         match cmd {
             Cmd::AddTarget(pid, reply) => {
@@ -47,25 +53,36 @@ impl TraceSession {
     pub fn start(config: Config) -> Result<TraceSession> {
         let (tx, rx) = unbounded::<Cmd>();
         let (ready_tx, ready_rx) = bounded::<Result<libbpf_rs::MapHandle, String>>(1);
-        let thread = std::thread::Builder::new().name("trace-session".into()).spawn(move || {
-            let mut engine = match Engine::start(&config) {
-                Ok(e) => e,
-                Err(e) => {
-                    let _ = ready_tx.send(Err(format!("{e:#}")));
-                    return;
+        let thread = std::thread::Builder::new()
+            .name("trace-session".into())
+            .spawn(move || {
+                let mut engine = match Engine::start(&config) {
+                    Ok(e) => e,
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(format!("{e:#}")));
+                        return;
+                    }
+                };
+                let mut rec = Recorder::new(&config);
+                rec.add_processes(engine.take_initial_processes());
+                let _ = ready_tx.send(engine.targets_handle().map_err(|e| format!("{e:#}")));
+                let mut seq = 0;
+                let result = engine.run(&mut rec, Duration::from_millis(20), |engine, rec| {
+                    serve(engine, rec, &config, &rx, &mut seq)
+                });
+                if let Err(e) = result {
+                    log::error!("tracing session stopped: {e:#}");
                 }
-            };
-            let mut rec = Recorder::new(&config);
-            rec.add_processes(engine.take_initial_processes());
-            let _ = ready_tx.send(engine.targets_handle().map_err(|e| format!("{e:#}")));
-            let mut seq = 0;
-            let result = engine.run(&mut rec, Duration::from_millis(20), |engine, rec| serve(engine, rec, &config, &rx, &mut seq));
-            if let Err(e) = result {
-                log::error!("tracing session stopped: {e:#}");
-            }
-        })?;
-        let targets = ready_rx.recv().map_err(|_| anyhow!("tracing session thread died"))?.map_err(|e| anyhow!(e))?;
-        Ok(TraceSession { tx, thread: Some(thread), targets })
+            })?;
+        let targets = ready_rx
+            .recv()
+            .map_err(|_| anyhow!("tracing session thread died"))?
+            .map_err(|e| anyhow!(e))?;
+        Ok(TraceSession {
+            tx,
+            thread: Some(thread),
+            targets,
+        })
     }
 
     /// Raw fd of the kernel's target set (u32 pid -> u8): a child can add itself before exec.
@@ -77,15 +94,23 @@ impl TraceSession {
     /// Traces `pid` and, from now on, its descendants.
     pub fn add_target(&self, pid: u32) -> Result<()> {
         let (reply, rx) = bounded(1);
-        self.tx.send(Cmd::AddTarget(pid, reply)).map_err(|_| anyhow!("tracing session is gone"))?;
-        rx.recv().map_err(|_| anyhow!("tracing session is gone"))?.map_err(|e| anyhow!(e))
+        self.tx
+            .send(Cmd::AddTarget(pid, reply))
+            .map_err(|_| anyhow!("tracing session is gone"))?;
+        rx.recv()
+            .map_err(|_| anyhow!("tracing session is gone"))?
+            .map_err(|e| anyhow!(e))
     }
 
     /// Writes the window so far into `dir`; returns the dump's path.
     pub fn dump(&self, dir: &Path) -> Result<PathBuf> {
         let (reply, rx) = bounded(1);
-        self.tx.send(Cmd::Dump(dir.to_path_buf(), reply)).map_err(|_| anyhow!("tracing session is gone"))?;
-        rx.recv().map_err(|_| anyhow!("tracing session is gone"))?.map_err(|e| anyhow!(e))
+        self.tx
+            .send(Cmd::Dump(dir.to_path_buf(), reply))
+            .map_err(|_| anyhow!("tracing session is gone"))?;
+        rx.recv()
+            .map_err(|_| anyhow!("tracing session is gone"))?
+            .map_err(|e| anyhow!(e))
     }
 }
 

@@ -15,13 +15,18 @@ pub struct OwnedSkel<S> {
 
 impl<S> OwnedSkel<S> {
     /// Opens, configures and loads a skeleton with `build`, in storage this value owns.
-    pub fn new<E>(build: impl FnOnce(&'static mut MaybeUninit<OpenObject>) -> Result<S, E>) -> Result<Self, E> {
+    pub fn new<E>(
+        build: impl FnOnce(&'static mut MaybeUninit<OpenObject>) -> Result<S, E>,
+    ) -> Result<Self, E> {
         let storage = Box::into_raw(Box::new(MaybeUninit::uninit()));
         // SAFETY: `storage` is a fresh allocation; the only reference to it goes to `build`,
         // and it is freed only after the skeleton holding that reference is dropped (Drop,
         // or right here when `build` failed and dropped whatever it had opened).
         match build(unsafe { &mut *storage }) {
-            Ok(skel) => Ok(OwnedSkel { skel: ManuallyDrop::new(skel), storage }),
+            Ok(skel) => Ok(OwnedSkel {
+                skel: ManuallyDrop::new(skel),
+                storage,
+            }),
             Err(e) => {
                 // SAFETY: from Box::into_raw above; nothing refers to it any more.
                 drop(unsafe { Box::from_raw(storage) });

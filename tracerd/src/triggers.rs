@@ -14,7 +14,13 @@ use crate::record::{Payload, Record};
 use crate::syscalls::{errno_name, errno_number, signal_name, syscall_name, syscall_number};
 
 /// Signals that mean the process crashed on its own (not a kill from outside).
-const FATAL_SIGNALS: [u8; 5] = [libc::SIGSEGV as u8, libc::SIGABRT as u8, libc::SIGBUS as u8, libc::SIGILL as u8, libc::SIGFPE as u8];
+const FATAL_SIGNALS: [u8; 5] = [
+    libc::SIGSEGV as u8,
+    libc::SIGABRT as u8,
+    libc::SIGBUS as u8,
+    libc::SIGILL as u8,
+    libc::SIGFPE as u8,
+];
 /// Process states as recorded (bpf/events.h `tracerd_process_state`).
 const STATE_PAUSED: u8 = 1;
 const STATE_EXITED: u8 = 2;
@@ -71,16 +77,27 @@ impl SyscallRule {
     pub fn parse(spec: &str) -> Result<SyscallRule, ConfigError> {
         let mut parts = spec.splitn(3, ':');
         let mut part = || parts.next().filter(|s| !s.is_empty()).map(str::to_string);
-        let rule = SyscallRule { syscall: part(), errno: part(), path: part() };
+        let rule = SyscallRule {
+            syscall: part(),
+            errno: part(),
+            path: part(),
+        };
         if rule == SyscallRule::default() {
-            return Err(ConfigError(format!("--trigger-syscall '{spec}': give at least one of SYSCALL:ERRNO:PATHGLOB")));
+            return Err(ConfigError(format!(
+                "--trigger-syscall '{spec}': give at least one of SYSCALL:ERRNO:PATHGLOB"
+            )));
         }
         Ok(rule)
     }
 
     fn name(&self) -> String {
         let any = |v: &Option<String>| v.clone().unwrap_or_else(|| "*".into());
-        format!("syscall({} {} {})", any(&self.syscall), any(&self.errno), any(&self.path))
+        format!(
+            "syscall({} {} {})",
+            any(&self.syscall),
+            any(&self.errno),
+            any(&self.path)
+        )
     }
 }
 
@@ -88,8 +105,14 @@ enum Rule {
     FatalSignal,
     NonzeroExit,
     OomKill,
-    Pause { min_ns: u64 },
-    Syscall { nr: Option<u16>, errno: Option<i32>, path: Option<glob::Pattern> },
+    Pause {
+        min_ns: u64,
+    },
+    Syscall {
+        nr: Option<u16>,
+        errno: Option<i32>,
+        path: Option<glob::Pattern>,
+    },
 }
 
 struct RuleState {
@@ -130,7 +153,16 @@ pub fn validate(c: &TriggerConfig, origin: &str) -> Result<(), ConfigError> {
 
 fn compile(c: &TriggerConfig, origin: &str) -> Result<Vec<RuleState>, ConfigError> {
     let mut rules = Vec::new();
-    let mut add = |name: String, rule| rules.push(RuleState { name, rule, last_fired: None, fired: 0, suppressed: 0, suppressed_since_fired: 0 });
+    let mut add = |name: String, rule| {
+        rules.push(RuleState {
+            name,
+            rule,
+            last_fired: None,
+            fired: 0,
+            suppressed: 0,
+            suppressed_since_fired: 0,
+        })
+    };
     if c.fatal_signal {
         add("fatal_signal".into(), Rule::FatalSignal);
     }
@@ -141,7 +173,12 @@ fn compile(c: &TriggerConfig, origin: &str) -> Result<Vec<RuleState>, ConfigErro
         add("oom_kill".into(), Rule::OomKill);
     }
     if c.pause_ms > 0 {
-        add("pause".into(), Rule::Pause { min_ns: c.pause_ms.saturating_mul(1_000_000) });
+        add(
+            "pause".into(),
+            Rule::Pause {
+                min_ns: c.pause_ms.saturating_mul(1_000_000),
+            },
+        );
     }
     for (i, s) in c.syscall.iter().enumerate() {
         let bad = |what: &str| ConfigError(format!("config {origin}: triggers.syscall[{i}]: {what}"));
@@ -153,7 +190,11 @@ fn compile(c: &TriggerConfig, origin: &str) -> Result<Vec<RuleState>, ConfigErro
             None => None,
         };
         let errno = match &s.errno {
-            Some(e) => Some(errno_number(e).ok_or_else(|| bad(&format!("unknown errno '{e}' (use a name like ENOENT)")))? as i32),
+            Some(e) => Some(
+                errno_number(e)
+                    .ok_or_else(|| bad(&format!("unknown errno '{e}' (use a name like ENOENT)")))?
+                    as i32,
+            ),
             None => None,
         };
         let path = match &s.path {
@@ -172,7 +213,10 @@ fn comm_str(comm: &[u8; 16]) -> String {
 
 fn read_oom_kills() -> u64 {
     let text = std::fs::read_to_string("/proc/vmstat").unwrap_or_default();
-    text.lines().find_map(|l| l.strip_prefix("oom_kill ")).and_then(|v| v.trim().parse().ok()).unwrap_or(0)
+    text.lines()
+        .find_map(|l| l.strip_prefix("oom_kill "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
 }
 
 impl Triggers {
@@ -200,12 +244,24 @@ impl Triggers {
             Payload::SyscallFailure { nr, ret, .. } if self.has_syscall_rules => {
                 let path = path.and_then(|p| std::str::from_utf8(p).ok());
                 for i in 0..self.rules.len() {
-                    if let Rule::Syscall { nr: want_nr, errno, path: glob } = &self.rules[i].rule {
+                    if let Rule::Syscall {
+                        nr: want_nr,
+                        errno,
+                        path: glob,
+                    } = &self.rules[i].rule
+                    {
                         let hit = want_nr.is_none_or(|n| n == nr)
                             && errno.is_none_or(|e| -e == ret)
                             && glob.as_ref().is_none_or(|g| path.is_some_and(|p| g.matches(p)));
                         if hit {
-                            self.fire(i, r, || format!("{}({}) = {}", syscall_name(nr as u32), path.unwrap_or(""), errno_name(-(ret as i64))));
+                            self.fire(i, r, || {
+                                format!(
+                                    "{}({}) = {}",
+                                    syscall_name(nr as u32),
+                                    path.unwrap_or(""),
+                                    errno_name(-(ret as i64))
+                                )
+                            });
                         }
                     }
                 }
@@ -215,14 +271,33 @@ impl Triggers {
     }
 
     fn check_process(&mut self, r: &Record) {
-        let Payload::ProcessState { state, signal, sender_pid, exit_code, duration_ns, .. } = r.payload else { return };
+        let Payload::ProcessState {
+            state,
+            signal,
+            sender_pid,
+            exit_code,
+            duration_ns,
+            ..
+        } = r.payload
+        else {
+            return;
+        };
         for i in 0..self.rules.len() {
             let hit = match self.rules[i].rule {
-                Rule::FatalSignal => state == STATE_KILLED && FATAL_SIGNALS.contains(&signal) && (sender_pid == 0 || sender_pid == r.pid),
+                Rule::FatalSignal => {
+                    state == STATE_KILLED
+                        && FATAL_SIGNALS.contains(&signal)
+                        && (sender_pid == 0 || sender_pid == r.pid)
+                }
                 Rule::NonzeroExit => state == STATE_EXITED && exit_code != 0,
                 // the OOM killer's SIGKILL comes from the kernel (no sender); /proc/vmstat
                 // tells it apart from other kernel kills, read only on such a kill
-                Rule::OomKill => state == STATE_KILLED && signal == libc::SIGKILL as u8 && sender_pid == 0 && self.oom_kill_happened(),
+                Rule::OomKill => {
+                    state == STATE_KILLED
+                        && signal == libc::SIGKILL as u8
+                        && sender_pid == 0
+                        && self.oom_kill_happened()
+                }
                 Rule::Pause { min_ns } => state == STATE_PAUSED && duration_ns > min_ns,
                 Rule::Syscall { .. } => false,
             };
@@ -246,7 +321,10 @@ impl Triggers {
     fn fire(&mut self, i: usize, r: &Record, detail: impl FnOnce() -> String) {
         let now = Instant::now();
         let rule = &mut self.rules[i];
-        if rule.last_fired.is_some_and(|t| now.duration_since(t) < self.min_interval) {
+        if rule
+            .last_fired
+            .is_some_and(|t| now.duration_since(t) < self.min_interval)
+        {
             rule.suppressed += 1;
             rule.suppressed_since_fired += 1;
             return;
@@ -268,8 +346,18 @@ impl Triggers {
                     suppressed_before,
                     joined: Vec::new(),
                 };
-                log::info!("trigger {}: {} {} (pid {}); dump in {} ms", info.rule, info.comm, info.event, info.pid, self.settle.as_millis());
-                self.pending = Some(Pending { due: now + self.settle, info });
+                log::info!(
+                    "trigger {}: {} {} (pid {}); dump in {} ms",
+                    info.rule,
+                    info.comm,
+                    info.event,
+                    info.pid,
+                    self.settle.as_millis()
+                );
+                self.pending = Some(Pending {
+                    due: now + self.settle,
+                    info,
+                });
             }
         }
     }
@@ -283,7 +371,11 @@ impl Triggers {
     }
 
     pub fn counts(&self) -> impl Iterator<Item = RuleCounts<'_>> {
-        self.rules.iter().map(|r| RuleCounts { rule: &r.name, fired: r.fired, suppressed: r.suppressed })
+        self.rules.iter().map(|r| RuleCounts {
+            rule: &r.name,
+            fired: r.fired,
+            suppressed: r.suppressed,
+        })
     }
 }
 
@@ -297,23 +389,44 @@ mod tests {
             pid,
             tid: pid,
             comm: *b"crash\0\0\0\0\0\0\0\0\0\0\0",
-            payload: Payload::ProcessState { state: STATE_KILLED, cause: 0, signal: signal as u8, core_dumped: false, ongoing: false, exit_code: 0, sender_pid, duration_ns: 0, sender_comm: Default::default() },
+            payload: Payload::ProcessState {
+                state: STATE_KILLED,
+                cause: 0,
+                signal: signal as u8,
+                core_dumped: false,
+                ongoing: false,
+                exit_code: 0,
+                sender_pid,
+                duration_ns: 0,
+                sender_comm: Default::default(),
+            },
         }
     }
 
     #[test]
     fn rate_limit_counts_suppressed_and_settles() {
-        let c = TriggerConfig { min_interval_ms: 60_000, settle_ms: 0, ..TriggerConfig::default() };
+        let c = TriggerConfig {
+            min_interval_ms: 60_000,
+            settle_ms: 0,
+            ..TriggerConfig::default()
+        };
         let mut t = Triggers::new(&c).unwrap();
         t.check(&killed(7, libc::SIGSEGV, 0), None);
         t.check(&killed(8, libc::SIGSEGV, 8), None);
         t.check(&killed(9, libc::SIGSEGV, 1234), None);
         t.check(&killed(10, libc::SIGKILL, 0), None);
         let info = t.take_due(Instant::now()).expect("the first crash fires");
-        assert_eq!((info.rule.as_str(), info.pid, info.event.as_str()), ("fatal_signal", 7, "killed by SIGSEGV"));
+        assert_eq!(
+            (info.rule.as_str(), info.pid, info.event.as_str()),
+            ("fatal_signal", 7, "killed by SIGSEGV")
+        );
         assert!(t.take_due(Instant::now()).is_none());
         let c = t.counts().next().unwrap();
-        assert_eq!((c.fired, c.suppressed), (1, 1), "a SEGV sent by another process is not a crash");
+        assert_eq!(
+            (c.fired, c.suppressed),
+            (1, 1),
+            "a SEGV sent by another process is not a crash"
+        );
     }
 
     #[test]
@@ -321,12 +434,25 @@ mod tests {
         let c = TriggerConfig {
             fatal_signal: false,
             settle_ms: 0,
-            syscall: vec![SyscallRule { syscall: Some("openat".into()), errno: Some("ENOENT".into()), path: Some("/data/*.db".into()) }],
+            syscall: vec![SyscallRule {
+                syscall: Some("openat".into()),
+                errno: Some("ENOENT".into()),
+                path: Some("/data/*.db".into()),
+            }],
             ..TriggerConfig::default()
         };
         let mut t = Triggers::new(&c).unwrap();
         let nr = syscall_number("openat").unwrap() as u16;
-        let fail = |nr, ret| Record { payload: Payload::SyscallFailure { nr, ret, fd: -1, open_id: 0, blob: Default::default() }, ..Record::default() };
+        let fail = |nr, ret| Record {
+            payload: Payload::SyscallFailure {
+                nr,
+                ret,
+                fd: -1,
+                open_id: 0,
+                blob: Default::default(),
+            },
+            ..Record::default()
+        };
         t.check(&fail(nr, -2), Some(b"/etc/x.db"));
         t.check(&fail(nr, -13), Some(b"/data/a.db"));
         t.check(&fail(nr + 1, -2), Some(b"/data/a.db"));
@@ -335,8 +461,17 @@ mod tests {
         let info = t.take_due(Instant::now()).unwrap();
         assert_eq!(info.event, "openat(/data/a.db) = ENOENT");
         assert!(SyscallRule::parse("::").is_err());
-        assert_eq!(SyscallRule::parse("write:ENOSPC").unwrap().errno.as_deref(), Some("ENOSPC"));
-        let bad = TriggerConfig { syscall: vec![SyscallRule { syscall: Some("nope".into()), ..Default::default() }], ..Default::default() };
+        assert_eq!(
+            SyscallRule::parse("write:ENOSPC").unwrap().errno.as_deref(),
+            Some("ENOSPC")
+        );
+        let bad = TriggerConfig {
+            syscall: vec![SyscallRule {
+                syscall: Some("nope".into()),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
         assert!(validate(&bad, "f").unwrap_err().0.contains("triggers.syscall[0]"));
     }
 }

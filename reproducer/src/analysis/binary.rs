@@ -6,14 +6,20 @@ use std::path::Path;
 
 use anyhow::{anyhow, bail, Context};
 use iced_x86::{Code, Decoder, DecoderOptions, Formatter, Instruction, IntelFormatter, Mnemonic};
-use object::{elf as elf_consts, Architecture, Object, ObjectSection, ObjectSymbol, ObjectSymbolTable, RelocationFlags, RelocationTarget};
+use object::{
+    elf as elf_consts, Architecture, Object, ObjectSection, ObjectSymbol, ObjectSymbolTable, RelocationFlags,
+    RelocationTarget,
+};
 use tracedump::elf::{self, Binary};
 
 pub use tracedump::elf::{function_symbols, FunctionSymbol};
 
 /// Keeps the symbols whose name or source file matches any of `patterns` (glob, `glob` crate is already a
 /// dependency: "raft*", "snapshot.c"); all of them when `patterns` is empty.
-pub fn filter_symbols(symbols: Vec<FunctionSymbol>, patterns: &[String]) -> anyhow::Result<Vec<FunctionSymbol>> {
+pub fn filter_symbols(
+    symbols: Vec<FunctionSymbol>,
+    patterns: &[String],
+) -> anyhow::Result<Vec<FunctionSymbol>> {
     if patterns.is_empty() {
         return Ok(symbols);
     }
@@ -21,7 +27,10 @@ pub fn filter_symbols(symbols: Vec<FunctionSymbol>, patterns: &[String]) -> anyh
         .iter()
         .map(|p| glob::Pattern::new(p).map_err(|e| anyhow!("function pattern '{p}': {e}")))
         .collect::<anyhow::Result<Vec<_>>>()?;
-    Ok(symbols.into_iter().filter(|s| patterns.iter().any(|p| symbol_matches(s, p))).collect())
+    Ok(symbols
+        .into_iter()
+        .filter(|s| patterns.iter().any(|p| symbol_matches(s, p)))
+        .collect())
 }
 
 /// Where in a function a Level-3 injection point sits.
@@ -56,12 +65,19 @@ pub fn injection_sites(binary: &Path, symbol: &str) -> anyhow::Result<Vec<Site>>
     let arch = file.architecture();
     if arch != Architecture::X86_64 {
         let arch = format!("{arch:?}").to_lowercase();
-        bail!("binary {}: architecture {arch} is not supported for offsets (x86_64 only)", binary.display());
+        bail!(
+            "binary {}: architecture {arch} is not supported for offsets (x86_64 only)",
+            binary.display()
+        );
     }
     let all = elf::functions(&file).with_context(|| format!("binary {}", binary.display()))?;
     let function = elf::find_function(binary, &all, symbol)?;
-    let code = elf::function_bytes(&file, &function)
-        .ok_or_else(|| anyhow!("binary {}: no section holds the bytes of '{symbol}'", binary.display()))?;
+    let code = elf::function_bytes(&file, &function).ok_or_else(|| {
+        anyhow!(
+            "binary {}: no section holds the bytes of '{symbol}'",
+            binary.display()
+        )
+    })?;
     let resolver = CallResolver::new(&file, &elf::one_per_address(all));
     let mut sites = decode_sites(binary, &function, code, &resolver);
     sites.sort_by_key(|s| (kind_rank(s.kind), s.offset));
@@ -70,7 +86,10 @@ pub fn injection_sites(binary: &Path, symbol: &str) -> anyhow::Result<Vec<Site>>
 
 fn symbol_matches(symbol: &FunctionSymbol, pattern: &glob::Pattern) -> bool {
     let file_matches = |file: &str| {
-        let base = Path::new(file).file_name().and_then(|b| b.to_str()).unwrap_or(file);
+        let base = Path::new(file)
+            .file_name()
+            .and_then(|b| b.to_str())
+            .unwrap_or(file);
         pattern.matches(file) || pattern.matches(base)
     };
     pattern.matches(&symbol.name) || symbol.source_file.as_deref().is_some_and(file_matches)
@@ -124,8 +143,10 @@ impl<'d> CallResolver<'d> {
 
     /// A PLT stub starts (after an optional endbr64) with `jmp [rip+disp]` through its GOT slot.
     fn plt_stub_name(&self, address: u64) -> Option<String> {
-        let (start, bytes) =
-            self.plt.iter().find(|(start, bytes)| address >= *start && address - *start < bytes.len() as u64)?;
+        let (start, bytes) = self
+            .plt
+            .iter()
+            .find(|(start, bytes)| address >= *start && address - *start < bytes.len() as u64)?;
         let stub = bytes.get(usize::try_from(address - start).ok()?..)?;
         let mut decoder = Decoder::with_ip(64, stub, address, DecoderOptions::NONE);
         let mut instr = decoder.decode();
@@ -155,9 +176,20 @@ fn got_slots(file: &object::File<'_>) -> HashMap<u64, String> {
     let mut slots = HashMap::new();
     for (slot, relocation) in relocations {
         let flags = relocation.flags();
-        let binds = matches!(flags, RelocationFlags::Elf { r_type: elf_consts::R_X86_64_JUMP_SLOT | elf_consts::R_X86_64_GLOB_DAT });
-        let RelocationTarget::Symbol(index) = relocation.target() else { continue };
-        let name = dynsym.symbol_by_index(index).ok().and_then(|s| s.name().ok()).filter(|n| !n.is_empty());
+        let binds = matches!(
+            flags,
+            RelocationFlags::Elf {
+                r_type: elf_consts::R_X86_64_JUMP_SLOT | elf_consts::R_X86_64_GLOB_DAT
+            }
+        );
+        let RelocationTarget::Symbol(index) = relocation.target() else {
+            continue;
+        };
+        let name = dynsym
+            .symbol_by_index(index)
+            .ok()
+            .and_then(|s| s.name().ok())
+            .filter(|n| !n.is_empty());
         if let (true, Some(name)) = (binds, name) {
             slots.insert(slot, plain_name(name).to_string());
         }
@@ -171,8 +203,13 @@ fn plain_name(name: &str) -> &str {
 }
 
 /// Libc wrappers whose system call has another name.
-const WRAPPER_SYSCALLS: [(&str, &str); 5] =
-    [("send", "sendto"), ("recv", "recvfrom"), ("pread", "pread64"), ("pwrite", "pwrite64"), ("fstatat", "newfstatat")];
+const WRAPPER_SYSCALLS: [(&str, &str); 5] = [
+    ("send", "sendto"),
+    ("recv", "recvfrom"),
+    ("pread", "pread64"),
+    ("pwrite", "pwrite64"),
+    ("fstatat", "newfstatat"),
+];
 
 /// Whether `name` is (a libc wrapper of) a Linux system call, libc's generic `syscall()` included:
 /// leading underscores and trailing "_chk", "64", "_2" are dropped until a syscall name remains
@@ -183,11 +220,17 @@ fn is_syscall_name(name: &str) -> bool {
     }
     let mut name = name.trim_start_matches('_');
     loop {
-        let syscall = WRAPPER_SYSCALLS.iter().find(|(w, _)| *w == name).map_or(name, |(_, s)| *s);
+        let syscall = WRAPPER_SYSCALLS
+            .iter()
+            .find(|(w, _)| *w == name)
+            .map_or(name, |(_, s)| *s);
         if tracedump::syscalls::syscall_number(syscall).is_some() {
             return true;
         }
-        match ["_chk", "64", "_2"].iter().find_map(|suffix| name.strip_suffix(suffix)) {
+        match ["_chk", "64", "_2"]
+            .iter()
+            .find_map(|suffix| name.strip_suffix(suffix))
+        {
             Some(shorter) => name = shorter,
             None => return false,
         }
@@ -196,7 +239,12 @@ fn is_syscall_name(name: &str) -> bool {
 
 /// Every instruction of `function` but the first, classified, in address order. Decoding stops at
 /// bytes that are no instruction: offsets after them could not be trusted to be boundaries.
-fn decode_sites(binary: &Path, function: &FunctionSymbol, code: &[u8], resolver: &CallResolver<'_>) -> Vec<Site> {
+fn decode_sites(
+    binary: &Path,
+    function: &FunctionSymbol,
+    code: &[u8],
+    resolver: &CallResolver<'_>,
+) -> Vec<Site> {
     let mut formatter = IntelFormatter::new();
     formatter.options_mut().set_space_after_operand_separator(true);
     formatter.options_mut().set_hex_prefix("0x");
@@ -231,16 +279,39 @@ fn site(
     let mut text = String::new();
     formatter.format(instr, &mut text);
     if instr.mnemonic() == Mnemonic::Syscall {
-        return Site { offset, kind: SiteKind::SyscallCall, callee: Some("syscall".to_string()), instruction: text };
+        return Site {
+            offset,
+            kind: SiteKind::SyscallCall,
+            callee: Some("syscall".to_string()),
+            instruction: text,
+        };
     }
     let is_call = matches!(instr.code(), Code::Call_rel32_64 | Code::Call_rm64);
     let Some(callee) = resolver.callee(instr, function) else {
-        let kind = if is_call { SiteKind::OtherCall } else { SiteKind::Other };
-        return Site { offset, kind, callee: None, instruction: text };
+        let kind = if is_call {
+            SiteKind::OtherCall
+        } else {
+            SiteKind::Other
+        };
+        return Site {
+            offset,
+            kind,
+            callee: None,
+            instruction: text,
+        };
     };
-    let kind = if is_syscall_name(&callee) { SiteKind::SyscallCall } else { SiteKind::OtherCall };
+    let kind = if is_syscall_name(&callee) {
+        SiteKind::SyscallCall
+    } else {
+        SiteKind::OtherCall
+    };
     let instruction = format!("{} {callee}", if is_call { "call" } else { "jmp" });
-    Site { offset, kind, callee: Some(callee), instruction }
+    Site {
+        offset,
+        kind,
+        callee: Some(callee),
+        instruction,
+    }
 }
 
 fn kind_rank(kind: SiteKind) -> u8 {
@@ -306,8 +377,17 @@ int main(int argc, char **argv) {
     fn check_program(binary: &Path) {
         let symbols = function_symbols(binary).unwrap();
         let names: Vec<&str> = symbols.iter().map(|s| s.name.as_str()).collect();
-        assert!(names.windows(2).all(|w| w[0] <= w[1]), "sorted by name: {names:?}");
-        let find = |n: &str| symbols.iter().find(|s| s.name == n).unwrap_or_else(|| panic!("{n} in {names:?}")).clone();
+        assert!(
+            names.windows(2).all(|w| w[0] <= w[1]),
+            "sorted by name: {names:?}"
+        );
+        let find = |n: &str| {
+            symbols
+                .iter()
+                .find(|s| s.name == n)
+                .unwrap_or_else(|| panic!("{n} in {names:?}"))
+                .clone()
+        };
         let store = find("store_snapshot");
         let checksum = find("checksum");
         assert_eq!(store.source_file.as_deref(), Some("prog.c"));
@@ -318,26 +398,46 @@ int main(int argc, char **argv) {
         let by_name = filter_symbols(symbols.clone(), &["store_*".to_string()]).unwrap();
         assert_eq!(by_name, vec![store.clone()]);
         let by_file = filter_symbols(symbols.clone(), &["prog.c".to_string()]).unwrap();
-        assert_eq!(by_file.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(), ["checksum", "store_snapshot"]);
+        assert_eq!(
+            by_file.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(),
+            ["checksum", "store_snapshot"]
+        );
         assert_eq!(filter_symbols(symbols.clone(), &[]).unwrap(), symbols);
 
         let sites = injection_sites(binary, "store_snapshot").unwrap();
         for site in &sites {
-            println!("  {:>4} {:?} {:?} {}", site.offset, site.kind, site.callee, site.instruction);
+            println!(
+                "  {:>4} {:?} {:?} {}",
+                site.offset, site.kind, site.callee, site.instruction
+            );
         }
         let group = |kind: SiteKind| sites.iter().filter(|s| s.kind == kind).collect::<Vec<_>>();
-        let (syscalls, calls, others) =
-            (group(SiteKind::SyscallCall), group(SiteKind::OtherCall), group(SiteKind::Other));
-        let callees = |g: &[&Site]| g.iter().map(|s| s.callee.clone().unwrap_or_default()).collect::<Vec<_>>();
+        let (syscalls, calls, others) = (
+            group(SiteKind::SyscallCall),
+            group(SiteKind::OtherCall),
+            group(SiteKind::Other),
+        );
+        let callees = |g: &[&Site]| {
+            g.iter()
+                .map(|s| s.callee.clone().unwrap_or_default())
+                .collect::<Vec<_>>()
+        };
         assert_eq!(callees(&syscalls), ["open", "write", "write", "fsync", "close"]);
         assert_eq!(callees(&calls), ["checksum"]);
         assert_eq!(calls[0].instruction, "call checksum");
         assert_eq!(syscalls[1].instruction, "call write");
         assert!(others.len() > 5 && others.iter().all(|s| s.callee.is_none()));
         let expected_order: Vec<&Site> = syscalls.iter().chain(&calls).chain(&others).copied().collect();
-        assert_eq!(sites.iter().collect::<Vec<_>>(), expected_order, "syscall calls, other calls, then the rest");
+        assert_eq!(
+            sites.iter().collect::<Vec<_>>(),
+            expected_order,
+            "syscall calls, other calls, then the rest"
+        );
         for g in [&syscalls, &calls, &others] {
-            assert!(g.windows(2).all(|w| w[0].offset < w[1].offset), "address order within a group");
+            assert!(
+                g.windows(2).all(|w| w[0].offset < w[1].offset),
+                "address order within a group"
+            );
         }
         assert!(sites.iter().all(|s| s.offset > 0 && s.offset < store.size));
         // The checksum call lies between open and the first write in the source, and so in the code.
@@ -360,7 +460,11 @@ int main(int argc, char **argv) {
 
     fn first_write_site(binary: &Path) -> u64 {
         let sites = injection_sites(binary, "store_snapshot").unwrap();
-        sites.iter().find(|s| s.callee.as_deref() == Some("write")).unwrap().offset
+        sites
+            .iter()
+            .find(|s| s.callee.as_deref() == Some("write"))
+            .unwrap()
+            .offset
     }
 
     #[test]
@@ -374,13 +478,26 @@ int main(int argc, char **argv) {
             println!("{}:", binary.display());
             check_program(binary);
         }
-        let address = |b: &Path| function_symbols(b).unwrap().into_iter().find(|s| s.name == "main").unwrap().address;
-        assert!(address(&pie) < 0x10_0000 && address(&nopie) >= 0x40_0000, "PIE and non-PIE layouts");
+        let address = |b: &Path| {
+            function_symbols(b)
+                .unwrap()
+                .into_iter()
+                .find(|s| s.name == "main")
+                .unwrap()
+                .address
+        };
+        assert!(
+            address(&pie) < 0x10_0000 && address(&nopie) >= 0x40_0000,
+            "PIE and non-PIE layouts"
+        );
         // Calls go through .plt (e8 rel32), through .plt.sec with its endbr64, or through the GOT (ff /2).
         assert_eq!(opcode_at(&pie, "store_snapshot", first_write_site(&pie)), 0xe8);
         assert!(has_section(&ibt, ".plt.sec"));
         assert_eq!(opcode_at(&ibt, "store_snapshot", first_write_site(&ibt)), 0xe8);
-        assert_eq!(opcode_at(&noplt, "store_snapshot", first_write_site(&noplt)), 0xff);
+        assert_eq!(
+            opcode_at(&noplt, "store_snapshot", first_write_site(&noplt)),
+            0xff
+        );
     }
 
     #[test]
@@ -394,12 +511,25 @@ int main(int argc, char **argv) {
         check_program(&binary);
         let symbols = function_symbols(&binary).unwrap();
         assert!(symbols.iter().any(|s| s.name == "write"));
-        assert!(!symbols.iter().any(|s| s.name == "__libc_write"), "one name per address, the plainest");
+        assert!(
+            !symbols.iter().any(|s| s.name == "__libc_write"),
+            "one name per address, the plainest"
+        );
         let sites = injection_sites(&binary, "write").unwrap();
-        let raw = sites.iter().find(|s| s.instruction == "syscall").expect("glibc's write makes the syscall itself");
-        assert_eq!((raw.kind, raw.callee.as_deref()), (SiteKind::SyscallCall, Some("syscall")));
+        let raw = sites
+            .iter()
+            .find(|s| s.instruction == "syscall")
+            .expect("glibc's write makes the syscall itself");
+        assert_eq!(
+            (raw.kind, raw.callee.as_deref()),
+            (SiteKind::SyscallCall, Some("syscall"))
+        );
         assert_eq!(sites[0].kind, SiteKind::SyscallCall);
-        assert_eq!(injection_sites(&binary, "__libc_write").unwrap(), sites, "an alias names the same function");
+        assert_eq!(
+            injection_sites(&binary, "__libc_write").unwrap(),
+            sites,
+            "an alias names the same function"
+        );
     }
 
     #[test]
@@ -427,21 +557,35 @@ int main(int argc, char **argv) {
             )
         );
         let stripped = compile(dir.path(), "stripped", &["-s"]);
-        assert!(!function_symbols(&stripped).unwrap().iter().any(|s| s.name == "store_snapshot"));
-        assert!(injection_sites(&stripped, "store_snapshot").unwrap_err().to_string().ends_with("is it stripped?)"));
+        assert!(!function_symbols(&stripped)
+            .unwrap()
+            .iter()
+            .any(|s| s.name == "store_snapshot"));
+        assert!(injection_sites(&stripped, "store_snapshot")
+            .unwrap_err()
+            .to_string()
+            .ends_with("is it stripped?)"));
 
         // The same program claiming to be for aarch64 (e_machine = EM_AARCH64): symbols yes, offsets no.
         let mut data = std::fs::read(&pie).unwrap();
         data[18..20].copy_from_slice(&183u16.to_le_bytes());
         let arm = dir.path().join("arm");
         std::fs::write(&arm, data).unwrap();
-        assert!(function_symbols(&arm).unwrap().iter().any(|s| s.name == "store_snapshot"));
+        assert!(function_symbols(&arm)
+            .unwrap()
+            .iter()
+            .any(|s| s.name == "store_snapshot"));
         assert_eq!(
             injection_sites(&arm, "store_snapshot").unwrap_err().to_string(),
-            format!("binary {}: architecture aarch64 is not supported for offsets (x86_64 only)", arm.display())
+            format!(
+                "binary {}: architecture aarch64 is not supported for offsets (x86_64 only)",
+                arm.display()
+            )
         );
 
-        let err = filter_symbols(Vec::new(), &["raft[".to_string()]).unwrap_err().to_string();
+        let err = filter_symbols(Vec::new(), &["raft[".to_string()])
+            .unwrap_err()
+            .to_string();
         assert!(err.starts_with("function pattern 'raft[': "), "{err}");
     }
 
@@ -470,7 +614,15 @@ int main(int argc, char **argv) {
         ] {
             assert!(is_syscall_name(name), "{name}");
         }
-        for name in ["fopen64", "fflush", "__snprintf_chk", "__errno_location", "checksum", "_2", ""] {
+        for name in [
+            "fopen64",
+            "fflush",
+            "__snprintf_chk",
+            "__errno_location",
+            "checksum",
+            "_2",
+            "",
+        ] {
             assert!(!is_syscall_name(name), "{name}");
         }
         assert_eq!(plain_name("write@GLIBC_2.2.5"), "write");
@@ -482,7 +634,10 @@ int main(int argc, char **argv) {
     fn reads_a_real_distribution_binary_when_installed() {
         let redis = Path::new("/usr/bin/redis-server");
         if !redis.exists() {
-            println!("NOTE: {} is not installed; the real-binary check is skipped", redis.display());
+            println!(
+                "NOTE: {} is not installed; the real-binary check is skipped",
+                redis.display()
+            );
             return;
         }
         let symbols = function_symbols(redis).unwrap();
@@ -495,8 +650,11 @@ int main(int argc, char **argv) {
             };
             let sites = injection_sites(redis, name).unwrap();
             let count = |k: SiteKind| sites.iter().filter(|s| s.kind == k).count();
-            let syscalls: Vec<&str> =
-                sites.iter().filter(|s| s.kind == SiteKind::SyscallCall).filter_map(|s| s.callee.as_deref()).collect();
+            let syscalls: Vec<&str> = sites
+                .iter()
+                .filter(|s| s.kind == SiteKind::SyscallCall)
+                .filter_map(|s| s.callee.as_deref())
+                .collect();
             println!(
                 "{name}: {} sites, {} syscall calls {syscalls:?}, {} other calls, {} other",
                 sites.len(),
@@ -508,9 +666,17 @@ int main(int argc, char **argv) {
             assert!(sites
                 .windows(2)
                 .all(|w| (kind_rank(w[0].kind), w[0].offset) < (kind_rank(w[1].kind), w[1].offset)));
-            assert!(sites.iter().any(|s| s.kind == SiteKind::OtherCall && s.callee.is_some()), "PLT calls resolve");
+            assert!(
+                sites
+                    .iter()
+                    .any(|s| s.kind == SiteKind::OtherCall && s.callee.is_some()),
+                "PLT calls resolve"
+            );
             if name == "rdbSave" {
-                assert!(syscalls.contains(&"rename") && syscalls.contains(&"fsync"), "rdbSave renames its temp file");
+                assert!(
+                    syscalls.contains(&"rename") && syscalls.contains(&"fsync"),
+                    "rdbSave renames its temp file"
+                );
             }
         }
     }

@@ -16,15 +16,24 @@ use tracedump::event::{State, What};
 use tracedump::syscalls::signal_name;
 
 use super::profile::normalize_path;
-use crate::model::scenario::Scenario;
 use super::timeline::{TimedEvent, Timeline};
+use crate::model::scenario::Scenario;
 
 /// Burst windows over which a failure's production rate is compared with the profile.
 const BURST_WINDOW_NS: u64 = 2_000_000_000;
 /// A failure is benign unless its production burst is this unlikely under the profile's rate.
 const ANOMALY_P: f64 = 1e-4;
 /// errnos that fault-free code hits and handles routinely, whatever the call
-const ROUTINE_ERRNOS: [&str; 8] = ["EAGAIN", "EWOULDBLOCK", "EINPROGRESS", "EALREADY", "EINTR", "ERESTARTSYS", "ENOTTY", "ENOSYS"];
+const ROUTINE_ERRNOS: [&str; 8] = [
+    "EAGAIN",
+    "EWOULDBLOCK",
+    "EINPROGRESS",
+    "EALREADY",
+    "EINTR",
+    "ERESTARTSYS",
+    "ENOTTY",
+    "ENOSYS",
+];
 /// (syscall, errno) pairs that are part of normal operation of that call
 const ROUTINE_FAILURES: [(&str, &str); 6] = [
     ("futex", "ETIMEDOUT"),
@@ -37,7 +46,16 @@ const ROUTINE_FAILURES: [(&str, &str); 6] = [
 /// Paths the dynamic loader and libc probe along search paths (shared libraries, hardware
 /// capability directories, locales and message catalogs, iconv modules): a missing one is
 /// how the probe works.
-const PROBED_PATHS: [&str; 8] = [".so", "/tls/", "glibc-hwcaps", "/locale/", "locale.alias", ".mo", "/gconv", "/ld.so"];
+const PROBED_PATHS: [&str; 8] = [
+    ".so",
+    "/tls/",
+    "glibc-hwcaps",
+    "/locale/",
+    "locale.alias",
+    ".mo",
+    "/gconv",
+    "/ld.so",
+];
 /// A gap no longer than this many times the longest silence the profile saw on the same
 /// node pair and port is that connection idling.
 const IDLE_SLACK: f64 = 1.5;
@@ -48,19 +66,48 @@ const CRASH_SLACK_NS: u64 = 300_000_000;
 /// How close to the dump a silent connection's end must be to have lasted until the dump.
 const AT_DUMP_NS: u64 = 1_000_000_000;
 /// errnos of calls a peer's crash, pause or a partition makes fail
-const NETWORK_ERRNOS: [&str; 7] = ["ECONNRESET", "EPIPE", "ECONNREFUSED", "ETIMEDOUT", "EHOSTUNREACH", "ENETUNREACH", "ECONNABORTED"];
+const NETWORK_ERRNOS: [&str; 7] = [
+    "ECONNRESET",
+    "EPIPE",
+    "ECONNREFUSED",
+    "ETIMEDOUT",
+    "EHOSTUNREACH",
+    "ENETUNREACH",
+    "ECONNABORTED",
+];
 /// How long after a crash (or the end of a pause or partition) its peers' calls still fail.
 const AFTERMATH_NS: u64 = 5_000_000_000;
 /// Signals a process raises on itself (a crash of its own making, not an injected one).
-const SELF_SIGNALS: [i32; 6] = [libc::SIGSEGV, libc::SIGABRT, libc::SIGBUS, libc::SIGFPE, libc::SIGILL, libc::SIGSYS];
+const SELF_SIGNALS: [i32; 6] = [
+    libc::SIGSEGV,
+    libc::SIGABRT,
+    libc::SIGBUS,
+    libc::SIGFPE,
+    libc::SIGILL,
+    libc::SIGSYS,
+];
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]
 pub enum FaultGuess {
-    Syscall { syscall: String, errno: String, path: Option<String>, raw_path: Option<String> },
-    Crash { signal: String, sender: String },
-    Pause { duration_ms: u64, cause: String },
-    Partition { peer: usize, duration_ms: u64 },
+    Syscall {
+        syscall: String,
+        errno: String,
+        path: Option<String>,
+        raw_path: Option<String>,
+    },
+    Crash {
+        signal: String,
+        sender: String,
+    },
+    Pause {
+        duration_ms: u64,
+        cause: String,
+    },
+    Partition {
+        peer: usize,
+        duration_ms: u64,
+    },
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -131,9 +178,21 @@ impl BaselineRates {
     }
 
     pub fn from_profile(p: super::profile::Profile) -> BaselineRates {
-        let failures = p.failures.into_iter().map(|f| ((f.node, f.syscall, f.errno, f.path), f.per_second)).collect();
-        let gaps = p.gaps.into_iter().map(|g| ((g.node, g.peer, g.port), g.longest_ms)).collect();
-        BaselineRates { scenario: p.scenario, failures, gaps }
+        let failures = p
+            .failures
+            .into_iter()
+            .map(|f| ((f.node, f.syscall, f.errno, f.path), f.per_second))
+            .collect();
+        let gaps = p
+            .gaps
+            .into_iter()
+            .map(|g| ((g.node, g.peer, g.port), g.longest_ms))
+            .collect();
+        BaselineRates {
+            scenario: p.scenario,
+            failures,
+            gaps,
+        }
     }
 }
 
@@ -190,17 +249,28 @@ fn max_burst(times: &[u64]) -> u32 {
 }
 
 /// Unique functions node `node` entered in (since_ns, before_ns), nearest first.
-fn preceding_functions(t: &Timeline, node: Option<usize>, pid: u32, since_ns: u64, before_ns: u64) -> Vec<String> {
+fn preceding_functions(
+    t: &Timeline,
+    node: Option<usize>,
+    pid: u32,
+    since_ns: u64,
+    before_ns: u64,
+) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for e in t.events.iter().rev() {
-        let What::Function(hit) = &e.event.what else { continue };
+        let What::Function(hit) = &e.event.what else {
+            continue;
+        };
         if e.at_ns >= before_ns {
             continue;
         }
         if e.at_ns <= since_ns {
             break;
         }
-        let same = match node { Some(n) => e.node == Some(n), None => e.event.pid == pid };
+        let same = match node {
+            Some(n) => e.node == Some(n),
+            None => e.event.pid == pid,
+        };
         if !same {
             continue;
         }
@@ -243,18 +313,36 @@ impl Builder<'_> {
     fn process_states(&mut self) {
         let mut seen_deaths = std::collections::HashSet::new();
         for t in &self.t.events {
-            let What::ProcessState(p) = &t.event.what else { continue };
+            let What::ProcessState(p) = &t.event.what else {
+                continue;
+            };
             if self.scenario.is_some() && t.node.is_none() {
                 continue;
             }
             let pid = t.event.pid;
             let sender_comm = p.sender.as_ref().and_then(|s| s.comm.clone());
             match p.state {
-                State::Paused { cause, duration_ms: d } => {
+                State::Paused {
+                    cause,
+                    duration_ms: d,
+                } => {
                     let cause = cause.name().to_string();
-                    let why = format!("stopped ({cause}) for {d} ms{}", sender_comm.map(|c| format!(" after a signal from {c}")).unwrap_or_default());
+                    let why = format!(
+                        "stopped ({cause}) for {d} ms{}",
+                        sender_comm
+                            .map(|c| format!(" after a signal from {c}"))
+                            .unwrap_or_default()
+                    );
                     // the event's time stamp is when the pause began
-                    let c = self.candidate(t, FaultGuess::Pause { duration_ms: d, cause }, t.at_ns, why);
+                    let c = self.candidate(
+                        t,
+                        FaultGuess::Pause {
+                            duration_ms: d,
+                            cause,
+                        },
+                        t.at_ns,
+                        why,
+                    );
                     self.candidates.push(c);
                 }
                 State::Killed { core_dumped } if seen_deaths.insert(pid) => {
@@ -263,18 +351,35 @@ impl Builder<'_> {
                     let sender_pid = p.sender.as_ref().map(|s| s.pid);
                     let from_outside = sender_pid.is_some_and(|s| s != pid && !self.same_node(s, t.node));
                     if from_outside && !SELF_SIGNALS.contains(&(signo as i32)) {
-                        let sender = format!("{} (pid {})", sender_comm.unwrap_or_default(), sender_pid.unwrap_or(0));
+                        let sender = format!(
+                            "{} (pid {})",
+                            sender_comm.unwrap_or_default(),
+                            sender_pid.unwrap_or(0)
+                        );
                         let why = format!("killed by {signal} from {sender}");
                         let c = self.candidate(t, FaultGuess::Crash { signal, sender }, t.at_ns, why);
                         self.candidates.push(c);
                     } else {
-                        let what = format!("died of {signal}{}", if core_dumped { " (core dumped)" } else { "" });
-                        self.symptoms.push(Symptom { at_ns: t.at_ns, node: t.node, who: who(t, self.scenario), what });
+                        let what = format!(
+                            "died of {signal}{}",
+                            if core_dumped { " (core dumped)" } else { "" }
+                        );
+                        self.symptoms.push(Symptom {
+                            at_ns: t.at_ns,
+                            node: t.node,
+                            who: who(t, self.scenario),
+                            what,
+                        });
                     }
                 }
                 State::Exited { code } if code != 0 && seen_deaths.insert(pid) => {
                     let what = format!("exited with status {code}");
-                    self.symptoms.push(Symptom { at_ns: t.at_ns, node: t.node, who: who(t, self.scenario), what });
+                    self.symptoms.push(Symptom {
+                        at_ns: t.at_ns,
+                        node: t.node,
+                        who: who(t, self.scenario),
+                        what,
+                    });
                 }
                 _ => {}
             }
@@ -290,12 +395,17 @@ impl Builder<'_> {
     }
 
     fn name(&self, node: usize) -> String {
-        self.scenario.map(|s| s.nodes[node].name.clone()).unwrap_or_else(|| node.to_string())
+        self.scenario
+            .map(|s| s.nodes[node].name.clone())
+            .unwrap_or_else(|| node.to_string())
     }
 
     /// The longest silence the profile saw from `a` to `b` on `port`, if it saw one.
     fn idle_norm(&self, a: usize, b: usize, port: u16) -> Option<u64> {
-        self.baseline?.gaps.get(&(self.name(a), self.name(b), port)).copied()
+        self.baseline?
+            .gaps
+            .get(&(self.name(a), self.name(b), port))
+            .copied()
     }
 
     /// Network gaps between two nodes: idle connections (the profile sees them as silent)
@@ -306,8 +416,12 @@ impl Builder<'_> {
         let mut aside: Vec<Candidate> = Vec::new();
         let mut self_connections = 0;
         for t in &self.t.events {
-            let What::NetworkGap(g) = &t.event.what else { continue };
-            let (Some(local), Some(peer)) = (g.local, g.peer) else { continue };
+            let What::NetworkGap(g) = &t.event.what else {
+                continue;
+            };
+            let (Some(local), Some(peer)) = (g.local, g.peer) else {
+                continue;
+            };
             let (a, b) = (self.node_of_address(local).or(t.node), self.node_of_address(peer));
             if local.ip() == peer.ip() || (a.is_some() && a == b) {
                 self_connections += 1;
@@ -326,14 +440,35 @@ impl Builder<'_> {
                     .map(|longest| format!("an idle connection: fault-free runs see {}→{} port {port} silent for up to {longest} ms", self.name(a), self.name(b)))
             };
             if let Some(reason) = reason {
-                let mut c = self.candidate(t, FaultGuess::Partition { peer: b, duration_ms: d }, start, reason);
+                let mut c = self.candidate(
+                    t,
+                    FaultGuess::Partition {
+                        peer: b,
+                        duration_ms: d,
+                    },
+                    start,
+                    reason,
+                );
                 c.who = self.name(a);
                 fold_aside(&mut aside, c, a);
                 continue;
             }
             let taken = self.t.dumps.get(t.dump).map(|d| d.taken_ns).unwrap_or(0); // unknown: cannot tell a close from the dump
-            let conn = if local < peer { (local, peer) } else { (peer, local) };
-            silences.push(Silence { event: t, pair: (a.min(b), a.max(b)), conn, start, end, resumed: !g.ongoing, torn_down: g.ongoing && end + AT_DUMP_NS < taken, beyond_norm: norm });
+            let conn = if local < peer {
+                (local, peer)
+            } else {
+                (peer, local)
+            };
+            silences.push(Silence {
+                event: t,
+                pair: (a.min(b), a.max(b)),
+                conn,
+                start,
+                end,
+                resumed: !g.ongoing,
+                torn_down: g.ongoing && end + AT_DUMP_NS < taken,
+                beyond_norm: norm,
+            });
         }
         for group in overlapping(silences) {
             let c = self.partition(&group);
@@ -355,9 +490,19 @@ impl Builder<'_> {
         let (lo, hi) = group[0].pair;
         let start = group.iter().map(|s| s.start).max().unwrap_or(0);
         let resumed_end = group.iter().filter(|s| s.resumed).map(|s| s.end).min();
-        let end = resumed_end.filter(|&e| e > start).unwrap_or_else(|| group.iter().map(|s| s.end).max().unwrap_or(start));
+        let end = resumed_end
+            .filter(|&e| e > start)
+            .unwrap_or_else(|| group.iter().map(|s| s.end).max().unwrap_or(start));
         let duration_ms = (end - start) / 1_000_000;
-        let mut c = self.candidate(group[0].event, FaultGuess::Partition { peer: hi, duration_ms }, start, String::new());
+        let mut c = self.candidate(
+            group[0].event,
+            FaultGuess::Partition {
+                peer: hi,
+                duration_ms,
+            },
+            start,
+            String::new(),
+        );
         c.node = Some(lo);
         c.who = self.name(lo);
         c.occurrences = group.len() as u32;
@@ -375,9 +520,16 @@ impl Builder<'_> {
             evidence.push(format!("{} connections silent together", conns.len()));
         }
         if let Some(longest) = group.iter().filter_map(|s| s.beyond_norm).max() {
-            evidence.push(format!("fault-free runs never see these connections silent over {longest} ms"));
+            evidence.push(format!(
+                "fault-free runs never see these connections silent over {longest} ms"
+            ));
         }
-        let base = format!("no packets between {} and {} for {duration_ms} ms ({} silent connection(s))", self.name(lo), self.name(hi), conns.len());
+        let base = format!(
+            "no packets between {} and {} for {duration_ms} ms ({} silent connection(s))",
+            self.name(lo),
+            self.name(hi),
+            conns.len()
+        );
         let abnormal = "";
         if evidence.is_empty() {
             c.verdict = Verdict::Benign;
@@ -398,10 +550,18 @@ impl Builder<'_> {
             .candidates
             .iter()
             .filter_map(|c| match c.guess {
-                FaultGuess::Pause { duration_ms, .. } => {
-                    Some((label(c), c.at_ns.saturating_sub(EXPLAIN_SLACK_NS), c.at_ns + duration_ms * 1_000_000 + EXPLAIN_SLACK_NS, c.node))
-                }
-                FaultGuess::Crash { .. } => Some((label(c), c.at_ns.saturating_sub(CRASH_SLACK_NS), c.at_ns + EXPLAIN_SLACK_NS, c.node)),
+                FaultGuess::Pause { duration_ms, .. } => Some((
+                    label(c),
+                    c.at_ns.saturating_sub(EXPLAIN_SLACK_NS),
+                    c.at_ns + duration_ms * 1_000_000 + EXPLAIN_SLACK_NS,
+                    c.node,
+                )),
+                FaultGuess::Crash { .. } => Some((
+                    label(c),
+                    c.at_ns.saturating_sub(CRASH_SLACK_NS),
+                    c.at_ns + EXPLAIN_SLACK_NS,
+                    c.node,
+                )),
                 _ => None,
             })
             .collect();
@@ -410,7 +570,10 @@ impl Builder<'_> {
                 continue;
             }
             let ends = [c.node, Some(peer_of(c))];
-            if let Some((what, _, _, _)) = process_faults.iter().find(|(_, from, to, n)| ends.contains(n) && (*from..=*to).contains(&c.at_ns)) {
+            if let Some((what, _, _, _)) = process_faults
+                .iter()
+                .find(|(_, from, to, n)| ends.contains(n) && (*from..=*to).contains(&c.at_ns))
+            {
                 c.verdict = Verdict::Explained;
                 c.why = format!("{}; explained by {what}", c.why);
             }
@@ -422,28 +585,53 @@ impl Builder<'_> {
         type Signature = (Option<usize>, String, String, String, Option<String>);
         let mut groups: HashMap<Signature, Vec<&TimedEvent>> = HashMap::new();
         for t in &self.t.events {
-            let What::SyscallFailure(f) = &t.event.what else { continue };
+            let What::SyscallFailure(f) = &t.event.what else {
+                continue;
+            };
             if self.scenario.is_some() && t.node.is_none() {
                 continue;
             }
-            let key = (t.node, who(t, self.scenario), f.syscall.clone(), f.errno.clone().unwrap_or_default(), f.path.as_deref().map(normalize_path));
+            let key = (
+                t.node,
+                who(t, self.scenario),
+                f.syscall.clone(),
+                f.errno.clone().unwrap_or_default(),
+                f.path.as_deref().map(normalize_path),
+            );
             groups.entry(key).or_default().push(t);
         }
         // the rate is judged on what happened before the first symptom, not on its aftermath
         let first_symptom = self.symptoms.iter().map(|s| s.at_ns).min().unwrap_or(u64::MAX);
         for ((_, who_, syscall, errno, path), events) in groups {
             let first = events[0];
-            let before: Vec<u64> = events.iter().map(|e| e.at_ns).filter(|&t| t <= first_symptom).collect();
-            let times: Vec<u64> = if before.is_empty() { events.iter().map(|e| e.at_ns).collect() } else { before };
+            let before: Vec<u64> = events
+                .iter()
+                .map(|e| e.at_ns)
+                .filter(|&t| t <= first_symptom)
+                .collect();
+            let times: Vec<u64> = if before.is_empty() {
+                events.iter().map(|e| e.at_ns).collect()
+            } else {
+                before
+            };
             let raw_path = match &first.event.what {
                 What::SyscallFailure(f) => f.path.clone(),
                 _ => None,
             };
-            let guess = FaultGuess::Syscall { syscall: syscall.clone(), errno: errno.clone(), path: path.clone(), raw_path };
+            let guess = FaultGuess::Syscall {
+                syscall: syscall.clone(),
+                errno: errno.clone(),
+                path: path.clone(),
+                raw_path,
+            };
             let mut c = self.candidate(first, guess, first.at_ns, String::new());
             c.occurrences = events.len() as u32;
             c.burst = max_burst(&times);
-            c.profile_per_s = self.baseline.and_then(|b| b.failures.get(&(who_, syscall.clone(), errno.clone(), path.clone())).copied());
+            c.profile_per_s = self.baseline.and_then(|b| {
+                b.failures
+                    .get(&(who_, syscall.clone(), errno.clone(), path.clone()))
+                    .copied()
+            });
             c.routine = is_routine(&syscall, &errno, first_path(first));
             let (verdict, why) = self.judge_failure(&c, &errno);
             c.verdict = verdict;
@@ -462,14 +650,26 @@ impl Builder<'_> {
                 let expected = rate * BURST_WINDOW_NS as f64 / 1e9;
                 let p = poisson_tail(expected, c.burst);
                 if p < ANOMALY_P {
-                    let routine = if c.routine { "; part of normal operation, so a raised rate is more likely load than a fault (ranked last)" } else { "" };
+                    let routine = if c.routine {
+                        "; part of normal operation, so a raised rate is more likely load than a fault (ranked last)"
+                    } else {
+                        ""
+                    };
                     (Verdict::Cause, format!("{seen}; fault-free runs see {rate:.2}/s ({expected:.1} per 2 s): far above (p={p:.1e}){routine}"))
                 } else {
-                    (Verdict::Benign, format!("{seen}; fault-free runs see it too at {rate:.2}/s (p={p:.2})"))
+                    (
+                        Verdict::Benign,
+                        format!("{seen}; fault-free runs see it too at {rate:.2}/s (p={p:.2})"),
+                    )
                 }
             }
-            None if c.routine => (Verdict::Cause, format!("{seen}; part of normal operation (ranked last, tried after every other candidate)")),
-            None if self.baseline.is_some() => (Verdict::Cause, format!("{seen}; never seen in fault-free runs")),
+            None if c.routine => (
+                Verdict::Cause,
+                format!("{seen}; part of normal operation (ranked last, tried after every other candidate)"),
+            ),
+            None if self.baseline.is_some() => {
+                (Verdict::Cause, format!("{seen}; never seen in fault-free runs"))
+            }
             None => (Verdict::Cause, format!("{seen}; no profile to compare with")),
         }
     }
@@ -485,13 +685,27 @@ impl Builder<'_> {
             .filter(|c| c.verdict == Verdict::Cause)
             .filter_map(|c| match c.guess {
                 FaultGuess::Crash { .. } => Some((label(c), c.node, None, c.at_ns, c.at_ns + AFTERMATH_NS)),
-                FaultGuess::Pause { duration_ms, .. } => Some((label(c), c.node, None, c.at_ns, c.at_ns + duration_ms * 1_000_000 + AFTERMATH_NS)),
-                FaultGuess::Partition { peer, duration_ms } => Some((label(c), c.node, Some(peer), c.at_ns, c.at_ns + duration_ms * 1_000_000 + AFTERMATH_NS)),
+                FaultGuess::Pause { duration_ms, .. } => Some((
+                    label(c),
+                    c.node,
+                    None,
+                    c.at_ns,
+                    c.at_ns + duration_ms * 1_000_000 + AFTERMATH_NS,
+                )),
+                FaultGuess::Partition { peer, duration_ms } => Some((
+                    label(c),
+                    c.node,
+                    Some(peer),
+                    c.at_ns,
+                    c.at_ns + duration_ms * 1_000_000 + AFTERMATH_NS,
+                )),
                 _ => None,
             })
             .collect();
         for c in &mut self.candidates {
-            let FaultGuess::Syscall { errno, .. } = &c.guess else { continue };
+            let FaultGuess::Syscall { errno, .. } = &c.guess else {
+                continue;
+            };
             if c.verdict != Verdict::Cause || !NETWORK_ERRNOS.contains(&errno.as_str()) {
                 continue;
             }
@@ -510,7 +724,9 @@ impl Builder<'_> {
     /// reporting, a dying process's calls); other faults after the last symptom cannot have
     /// caused it. Either is shown, never tried.
     fn mark_late(&mut self) {
-        let Some(first) = self.symptoms.iter().map(|s| s.at_ns).min() else { return };
+        let Some(first) = self.symptoms.iter().map(|s| s.at_ns).min() else {
+            return;
+        };
         let last = self.symptoms.iter().map(|s| s.at_ns).max().unwrap_or(first);
         for c in &mut self.candidates {
             let failure = matches!(c.guess, FaultGuess::Syscall { .. });
@@ -518,7 +734,11 @@ impl Builder<'_> {
                 continue;
             }
             c.verdict = Verdict::Late;
-            c.why = format!("{}; after the {} symptom: a consequence", c.why, if failure { "first" } else { "last" });
+            c.why = format!(
+                "{}; after the {} symptom: a consequence",
+                c.why,
+                if failure { "first" } else { "last" }
+            );
         }
     }
 
@@ -528,7 +748,13 @@ impl Builder<'_> {
         for (k, &i) in order.iter().enumerate() {
             let c = &self.candidates[i];
             // a node's context starts after the previous fault on the same node
-            let since = order[..k].iter().rev().map(|&j| &self.candidates[j]).find(|p| p.node == c.node && p.verdict == Verdict::Cause).map(|p| p.at_ns).unwrap_or(0);
+            let since = order[..k]
+                .iter()
+                .rev()
+                .map(|&j| &self.candidates[j])
+                .find(|p| p.node == c.node && p.verdict == Verdict::Cause)
+                .map(|p| p.at_ns)
+                .unwrap_or(0);
             let fns = preceding_functions(self.t, c.node, c.pid, since, c.at_ns);
             self.candidates[i].preceding_functions = fns;
         }
@@ -602,10 +828,16 @@ fn overlapping(mut silences: Vec<Silence>) -> Vec<Vec<Silence>> {
 fn fold_aside(aside: &mut Vec<Candidate>, mut c: Candidate, a: usize) {
     c.verdict = Verdict::Benign;
     c.node = Some(a);
-    if let Some(p) = aside.iter_mut().find(|p| p.node == c.node && peer_of(p) == peer_of(&c) && p.why == c.why) {
+    if let Some(p) = aside
+        .iter_mut()
+        .find(|p| p.node == c.node && peer_of(p) == peer_of(&c) && p.why == c.why)
+    {
         p.occurrences += 1;
         let longest = partition_ms(p).max(partition_ms(&c));
-        p.guess = FaultGuess::Partition { peer: peer_of(&c), duration_ms: longest };
+        p.guess = FaultGuess::Partition {
+            peer: peer_of(&c),
+            duration_ms: longest,
+        };
         return;
     }
     aside.push(c);
@@ -614,7 +846,8 @@ fn fold_aside(aside: &mut Vec<Candidate>, mut c: Candidate, a: usize) {
 /// A failure that is part of normal operation by its nature: its errno, its call and errno,
 /// or a loader/libc probe of a path that may not exist.
 fn is_routine(syscall: &str, errno: &str, path: Option<&str>) -> bool {
-    let probe = matches!(errno, "ENOENT" | "ENOTDIR") && path.is_some_and(|p| PROBED_PATHS.iter().any(|m| p.contains(m)));
+    let probe = matches!(errno, "ENOENT" | "ENOTDIR")
+        && path.is_some_and(|p| PROBED_PATHS.iter().any(|m| p.contains(m)));
     ROUTINE_ERRNOS.contains(&errno) || ROUTINE_FAILURES.contains(&(syscall, errno)) || probe
 }
 
@@ -644,7 +877,14 @@ fn rank(c: &Candidate) -> (u8, bool, u8, u64) {
 }
 
 pub fn diagnose(t: &Timeline, scenario: Option<&Scenario>, baseline: Option<&BaselineRates>) -> Diagnosis {
-    let mut b = Builder { t, scenario, baseline, candidates: Vec::new(), symptoms: Vec::new(), notes: Vec::new() };
+    let mut b = Builder {
+        t,
+        scenario,
+        baseline,
+        candidates: Vec::new(),
+        symptoms: Vec::new(),
+        notes: Vec::new(),
+    };
     b.process_states();
     b.gaps();
     b.explain_gaps();
@@ -653,25 +893,51 @@ pub fn diagnose(t: &Timeline, scenario: Option<&Scenario>, baseline: Option<&Bas
     b.mark_late();
     b.contexts();
     b.candidates.sort_by_key(rank);
-    let unmapped_events = if scenario.is_some() { t.events.iter().filter(|e| e.node.is_none()).count() } else { 0 };
+    let unmapped_events = if scenario.is_some() {
+        t.events.iter().filter(|e| e.node.is_none()).count()
+    } else {
+        0
+    };
     if baseline.is_none() {
-        b.notes.push("no --profile: failed syscalls could not be compared with fault-free runs".into());
+        b.notes
+            .push("no --profile: failed syscalls could not be compared with fault-free runs".into());
     }
     for d in &t.dumps {
         if d.lost_events > 0 {
-            b.notes.push(format!("dump {}: {} events were lost before the dump (the window is incomplete)", d.path.display(), d.lost_events));
+            b.notes.push(format!(
+                "dump {}: {} events were lost before the dump (the window is incomplete)",
+                d.path.display(),
+                d.lost_events
+            ));
         }
     }
-    Diagnosis { candidates: b.candidates, symptoms: b.symptoms, start_ns: t.start_ns(), end_ns: t.end_ns(), unmapped_events, notes: b.notes }
+    Diagnosis {
+        candidates: b.candidates,
+        symptoms: b.symptoms,
+        start_ns: t.start_ns(),
+        end_ns: t.end_ns(),
+        unmapped_events,
+        notes: b.notes,
+    }
 }
 
 fn describe(g: &FaultGuess, scenario: Option<&Scenario>) -> String {
     match g {
-        FaultGuess::Syscall { syscall, errno, raw_path, .. } => format!("{syscall} failed with {errno}{}", raw_path.as_ref().map(|p| format!(" on {p}")).unwrap_or_default()),
+        FaultGuess::Syscall {
+            syscall,
+            errno,
+            raw_path,
+            ..
+        } => format!(
+            "{syscall} failed with {errno}{}",
+            raw_path.as_ref().map(|p| format!(" on {p}")).unwrap_or_default()
+        ),
         FaultGuess::Crash { signal, .. } => format!("crash ({signal})"),
         FaultGuess::Pause { duration_ms, .. } => format!("pause of {duration_ms} ms"),
         FaultGuess::Partition { peer, duration_ms } => {
-            let name = scenario.map(|s| s.nodes[*peer].name.clone()).unwrap_or_else(|| peer.to_string());
+            let name = scenario
+                .map(|s| s.nodes[*peer].name.clone())
+                .unwrap_or_else(|| peer.to_string());
             format!("partition from {name} for {duration_ms} ms")
         }
     }
@@ -685,7 +951,10 @@ fn rel(at_ns: u64, end_ns: u64) -> String {
 pub fn render(d: &Diagnosis, scenario: Option<&Scenario>) -> String {
     let mut out = String::new();
     let span = (d.end_ns.saturating_sub(d.start_ns)) as f64 / 1e9;
-    let _ = writeln!(out, "window: {span:.1} s of events; times are relative to the end of the window (the dump)");
+    let _ = writeln!(
+        out,
+        "window: {span:.1} s of events; times are relative to the end of the window (the dump)"
+    );
     let _ = writeln!(out, "symptoms ({}):", d.symptoms.len());
     for s in &d.symptoms {
         let _ = writeln!(out, "  {:>10}  {}: {}", rel(s.at_ns, d.end_ns), s.who, s.what);
@@ -693,27 +962,60 @@ pub fn render(d: &Diagnosis, scenario: Option<&Scenario>) -> String {
     let causes: Vec<&Candidate> = d.causes().collect();
     let _ = writeln!(out, "fault candidates ({}), most likely first:", causes.len());
     for (i, c) in causes.iter().enumerate() {
-        let _ = writeln!(out, "  {:>2}. {:>10}  {}: {} — {}", i + 1, rel(c.at_ns, d.end_ns), c.who, describe(&c.guess, scenario), c.why);
+        let _ = writeln!(
+            out,
+            "  {:>2}. {:>10}  {}: {} — {}",
+            i + 1,
+            rel(c.at_ns, d.end_ns),
+            c.who,
+            describe(&c.guess, scenario),
+            c.why
+        );
         if !c.preceding_functions.is_empty() {
-            let names: Vec<&str> = c.preceding_functions.iter().take(5).map(|f| f.rsplit(':').next().unwrap_or(f)).collect();
+            let names: Vec<&str> = c
+                .preceding_functions
+                .iter()
+                .take(5)
+                .map(|f| f.rsplit(':').next().unwrap_or(f))
+                .collect();
             let _ = writeln!(out, "      after: {} (nearest first)", names.join(" <- "));
         }
     }
-    let others: Vec<&Candidate> = d.candidates.iter().filter(|c| c.verdict != Verdict::Cause).collect();
+    let others: Vec<&Candidate> = d
+        .candidates
+        .iter()
+        .filter(|c| c.verdict != Verdict::Cause)
+        .collect();
     if !others.is_empty() {
         let _ = writeln!(out, "set aside ({}):", others.len());
         for c in others {
             let what = match &c.guess {
                 FaultGuess::Partition { peer, duration_ms } => {
-                    format!("silence with {} for {duration_ms} ms", scenario.map(|s| s.nodes[*peer].name.clone()).unwrap_or_else(|| peer.to_string()))
+                    format!(
+                        "silence with {} for {duration_ms} ms",
+                        scenario
+                            .map(|s| s.nodes[*peer].name.clone())
+                            .unwrap_or_else(|| peer.to_string())
+                    )
                 }
                 g => describe(g, scenario),
             };
-            let _ = writeln!(out, "      {:>10}  {}: {what} — {:?}: {}", rel(c.at_ns, d.end_ns), c.who, c.verdict, c.why);
+            let _ = writeln!(
+                out,
+                "      {:>10}  {}: {what} — {:?}: {}",
+                rel(c.at_ns, d.end_ns),
+                c.who,
+                c.verdict,
+                c.why
+            );
         }
     }
     if d.unmapped_events > 0 {
-        let _ = writeln!(out, "{} events of processes that are not scenario nodes were ignored", d.unmapped_events);
+        let _ = writeln!(
+            out,
+            "{} events of processes that are not scenario nodes were ignored",
+            d.unmapped_events
+        );
     }
     for n in &d.notes {
         let _ = writeln!(out, "note: {n}");
@@ -728,8 +1030,14 @@ mod tests {
     #[test]
     fn poisson_tail_matches_known_values() {
         assert!((poisson_tail(1.0, 1) - (1.0 - (-1.0f64).exp())).abs() < 1e-12);
-        assert!(poisson_tail(10.0, 40) < 1e-9, "40 in a window that expects 10 is an anomaly");
-        assert!(poisson_tail(60.0, 40) > 0.9, "40 in a window that expects 60 is not");
+        assert!(
+            poisson_tail(10.0, 40) < 1e-9,
+            "40 in a window that expects 10 is an anomaly"
+        );
+        assert!(
+            poisson_tail(60.0, 40) > 0.9,
+            "40 in a window that expects 60 is not"
+        );
         assert_eq!(poisson_tail(0.0, 1), 0.0);
     }
 
@@ -744,38 +1052,104 @@ mod tests {
         const DUMP_AT: u64 = 200 * S;
 
         fn scenario() -> Scenario {
-            let node = |n: &str, i: u8| format!("[[nodes]]\nname = \"{n}\"\ncommand = [\"srv\", \"{n}\"]\naddress = \"10.9.0.{i}\"\nmatch = \"{n}\"\n");
-            let text = format!("name = \"t\"\n{}{}{}[workload]\ncommand = [\"true\"]\n[oracle]\ncommand = [\"false\"]\n", node("a", 1), node("b", 2), node("c", 3));
+            let node = |n: &str, i: u8| {
+                format!("[[nodes]]\nname = \"{n}\"\ncommand = [\"srv\", \"{n}\"]\naddress = \"10.9.0.{i}\"\nmatch = \"{n}\"\n")
+            };
+            let text = format!(
+                "name = \"t\"\n{}{}{}[workload]\ncommand = [\"true\"]\n[oracle]\ncommand = [\"false\"]\n",
+                node("a", 1),
+                node("b", 2),
+                node("c", 3)
+            );
             Scenario::parse(&text, "t").unwrap()
         }
 
         fn event(at_ns: u64, node: usize, what: What) -> TimedEvent {
             let pid = 100 + node as u32;
-            TimedEvent { at_ns, node: Some(node), dump: 0, event: Event { ts_ns: at_ns, realtime_ns: at_ns, host: "h".into(), pid, tid: pid, comm: "srv".into(), what } }
+            TimedEvent {
+                at_ns,
+                node: Some(node),
+                dump: 0,
+                event: Event {
+                    ts_ns: at_ns,
+                    realtime_ns: at_ns,
+                    host: "h".into(),
+                    pid,
+                    tid: pid,
+                    comm: "srv".into(),
+                    what,
+                },
+            }
         }
 
-        fn gap(at_ns: u64, node: usize, local: &str, peer: &str, ms: u64, packets: u64, ongoing: bool) -> TimedEvent {
-            let g = NetworkGap { local: Some(local.parse().unwrap()), peer: Some(peer.parse().unwrap()), duration_ms: ms, packets, ongoing };
+        fn gap(
+            at_ns: u64,
+            node: usize,
+            local: &str,
+            peer: &str,
+            ms: u64,
+            packets: u64,
+            ongoing: bool,
+        ) -> TimedEvent {
+            let g = NetworkGap {
+                local: Some(local.parse().unwrap()),
+                peer: Some(peer.parse().unwrap()),
+                duration_ms: ms,
+                packets,
+                ongoing,
+            };
             event(at_ns, node, What::NetworkGap(g))
         }
 
         fn failure(at_ns: u64, node: usize, syscall: &str, errno: &str, path: Option<&str>) -> TimedEvent {
-            let f = SyscallFailure { syscall: syscall.into(), ret: -1, errno: Some(errno.into()), fd: None, path: path.map(String::from), peer: None };
+            let f = SyscallFailure {
+                syscall: syscall.into(),
+                ret: -1,
+                errno: Some(errno.into()),
+                fd: None,
+                path: path.map(String::from),
+                peer: None,
+            };
             event(at_ns, node, What::SyscallFailure(f))
         }
 
         fn state(at_ns: u64, node: usize, state: State) -> TimedEvent {
-            event(at_ns, node, What::ProcessState(ProcessChange { state, signal: None, sender: None, ongoing: false }))
+            event(
+                at_ns,
+                node,
+                What::ProcessState(ProcessChange {
+                    state,
+                    signal: None,
+                    sender: None,
+                    ongoing: false,
+                }),
+            )
         }
 
         fn timeline(mut events: Vec<TimedEvent>) -> Timeline {
             events.sort_by_key(|e| e.at_ns);
-            let dump = DumpInfo { path: "d.tdump".into(), host: "h".into(), events: events.len(), mapped_processes: 3, processes: 3, interfaces: Vec::new(), taken_ns: DUMP_AT, lost_events: 0 };
-            Timeline { events, dumps: vec![dump], functions: Vec::new() }
+            let dump = DumpInfo {
+                path: "d.tdump".into(),
+                host: "h".into(),
+                events: events.len(),
+                mapped_processes: 3,
+                processes: 3,
+                interfaces: Vec::new(),
+                taken_ns: DUMP_AT,
+                lost_events: 0,
+            };
+            Timeline {
+                events,
+                dumps: vec![dump],
+                functions: Vec::new(),
+            }
         }
 
         fn partitions(d: &Diagnosis, verdict: Verdict) -> Vec<&Candidate> {
-            d.candidates.iter().filter(|c| matches!(c.guess, FaultGuess::Partition { .. }) && c.verdict == verdict).collect()
+            d.candidates
+                .iter()
+                .filter(|c| matches!(c.guess, FaultGuess::Partition { .. }) && c.verdict == verdict)
+                .collect()
         }
 
         #[test]
@@ -784,59 +1158,202 @@ mod tests {
             // a known silence: a and b hear nothing from each other from 100 s to 104 s
             let t = timeline(vec![
                 gap(100 * S, 0, "10.9.0.1:41000", "10.9.0.2:7000", 4000, 50, false),
-                gap(100 * S + S / 10, 1, "10.9.0.2:7000", "10.9.0.1:41000", 3900, 48, false),
+                gap(
+                    100 * S + S / 10,
+                    1,
+                    "10.9.0.2:7000",
+                    "10.9.0.1:41000",
+                    3900,
+                    48,
+                    false,
+                ),
                 // ongoing at the dump: silent for the last 9.6 s of the window, on two connections
-                gap(DUMP_AT - 9600 * 1_000_000, 0, "10.9.0.1:41001", "10.9.0.3:7000", 9600, 10, true),
-                gap(DUMP_AT - 9500 * 1_000_000, 2, "10.9.0.3:41002", "10.9.0.1:7001", 9500, 10, true),
-                state(50 * S, 2, State::Paused { cause: PauseCause::Stopped, duration_ms: 2000 }),
+                gap(
+                    DUMP_AT - 9600 * 1_000_000,
+                    0,
+                    "10.9.0.1:41001",
+                    "10.9.0.3:7000",
+                    9600,
+                    10,
+                    true,
+                ),
+                gap(
+                    DUMP_AT - 9500 * 1_000_000,
+                    2,
+                    "10.9.0.3:41002",
+                    "10.9.0.1:7001",
+                    9500,
+                    10,
+                    true,
+                ),
+                state(
+                    50 * S,
+                    2,
+                    State::Paused {
+                        cause: PauseCause::Stopped,
+                        duration_ms: 2000,
+                    },
+                ),
             ]);
             let d = diagnose(&t, Some(&s), None);
             let cut = partitions(&d, Verdict::Cause);
             assert_eq!(cut.len(), 2, "{:#?}", d.candidates);
-            assert_eq!((cut[0].at_ns, cut[0].guess.clone()), (100 * S + S / 10, FaultGuess::Partition { peer: 1, duration_ms: 3900 }), "the time every connection was silent");
-            assert_eq!(cut[1].at_ns, DUMP_AT - 9500 * 1_000_000, "an ongoing gap starts 9.5 s before the dump, not 19 s");
-            let pause = d.candidates.iter().find(|c| matches!(c.guess, FaultGuess::Pause { .. })).unwrap();
+            assert_eq!(
+                (cut[0].at_ns, cut[0].guess.clone()),
+                (
+                    100 * S + S / 10,
+                    FaultGuess::Partition {
+                        peer: 1,
+                        duration_ms: 3900
+                    }
+                ),
+                "the time every connection was silent"
+            );
+            assert_eq!(
+                cut[1].at_ns,
+                DUMP_AT - 9500 * 1_000_000,
+                "an ongoing gap starts 9.5 s before the dump, not 19 s"
+            );
+            let pause = d
+                .candidates
+                .iter()
+                .find(|c| matches!(c.guess, FaultGuess::Pause { .. }))
+                .unwrap();
             assert_eq!(pause.at_ns, 50 * S);
         }
 
         #[test]
         fn idle_connections_are_not_partitions() {
             let s = scenario();
-            let mut events: Vec<TimedEvent> = (0..20).map(|i| gap((100 + i) * S, 1, "10.9.0.2:41000", "10.9.0.1:6380", 1000, 10 + i, false)).collect();
-            events.push(gap(130 * S, 1, "10.9.0.2:41000", "10.9.0.1:6380", 4067, 40, false));
+            let mut events: Vec<TimedEvent> = (0..20)
+                .map(|i| {
+                    gap(
+                        (100 + i) * S,
+                        1,
+                        "10.9.0.2:41000",
+                        "10.9.0.1:6380",
+                        1000,
+                        10 + i,
+                        false,
+                    )
+                })
+                .collect();
+            events.push(gap(
+                130 * S,
+                1,
+                "10.9.0.2:41000",
+                "10.9.0.1:6380",
+                4067,
+                40,
+                false,
+            ));
             // a keep-alive connection to c, silent until the dump: idle or cut, nothing says which
-            events.push(gap(150 * S, 0, "10.9.0.1:41005", "10.9.0.3:2379", 50_000, 3, true));
+            events.push(gap(
+                150 * S,
+                0,
+                "10.9.0.1:41005",
+                "10.9.0.3:2379",
+                50_000,
+                3,
+                true,
+            ));
             let t = timeline(events);
             let mut baseline = BaselineRates::default();
             baseline.gaps.insert(("b".into(), "a".into(), 6380), 1050);
             let d = diagnose(&t, Some(&s), Some(&baseline));
             let cut = partitions(&d, Verdict::Cause);
             assert_eq!(cut.len(), 1, "{:#?}", d.candidates);
-            assert_eq!((cut[0].at_ns, cut[0].guess.clone()), (130 * S, FaultGuess::Partition { peer: 1, duration_ms: 4067 }));
+            assert_eq!(
+                (cut[0].at_ns, cut[0].guess.clone()),
+                (
+                    130 * S,
+                    FaultGuess::Partition {
+                        peer: 1,
+                        duration_ms: 4067
+                    }
+                )
+            );
             let idle = partitions(&d, Verdict::Benign);
-            assert_eq!(idle.len(), 2, "the idle gaps folded into one, the keep-alive apart: {idle:#?}");
+            assert_eq!(
+                idle.len(),
+                2,
+                "the idle gaps folded into one, the keep-alive apart: {idle:#?}"
+            );
             assert_eq!(idle.iter().map(|c| c.occurrences).max(), Some(20));
             // without the profile, the idle pings are not chained into one long partition
             let d = diagnose(&t, Some(&s), None);
-            assert!(partitions(&d, Verdict::Cause).iter().all(|c| partition_ms(c) <= 4067), "{:#?}", d.candidates);
+            assert!(
+                partitions(&d, Verdict::Cause)
+                    .iter()
+                    .all(|c| partition_ms(c) <= 4067),
+                "{:#?}",
+                d.candidates
+            );
         }
 
         #[test]
         fn a_partition_needs_corroboration() {
             let s = scenario();
-            let torn = timeline(vec![gap(100 * S, 0, "10.9.0.1:41000", "10.9.0.2:7000", 5000, 9, true)]);
+            let torn = timeline(vec![gap(
+                100 * S,
+                0,
+                "10.9.0.1:41000",
+                "10.9.0.2:7000",
+                5000,
+                9,
+                true,
+            )]);
             let d = diagnose(&torn, Some(&s), None);
-            assert_eq!(partitions(&d, Verdict::Cause).len(), 1, "closed while silent, long before the dump: {:#?}", d.candidates);
+            assert_eq!(
+                partitions(&d, Verdict::Cause).len(),
+                1,
+                "closed while silent, long before the dump: {:#?}",
+                d.candidates
+            );
             let together = timeline(vec![
-                gap(DUMP_AT - 8 * S, 0, "10.9.0.1:41000", "10.9.0.2:7000", 8000, 9, true),
-                gap(DUMP_AT - 8 * S, 1, "10.9.0.2:7000", "10.9.0.1:41000", 8000, 9, true),
+                gap(
+                    DUMP_AT - 8 * S,
+                    0,
+                    "10.9.0.1:41000",
+                    "10.9.0.2:7000",
+                    8000,
+                    9,
+                    true,
+                ),
+                gap(
+                    DUMP_AT - 8 * S,
+                    1,
+                    "10.9.0.2:7000",
+                    "10.9.0.1:41000",
+                    8000,
+                    9,
+                    true,
+                ),
             ]);
             let d = diagnose(&together, Some(&s), None);
-            assert_eq!(partitions(&d, Verdict::Benign).len(), 1, "both ends of one idle connection are one connection: {:#?}", d.candidates);
+            assert_eq!(
+                partitions(&d, Verdict::Benign).len(),
+                1,
+                "both ends of one idle connection are one connection: {:#?}",
+                d.candidates
+            );
             let mut events = together.events.clone();
-            events.push(gap(DUMP_AT - 7 * S, 1, "10.9.0.2:41009", "10.9.0.1:7001", 7000, 9, true));
+            events.push(gap(
+                DUMP_AT - 7 * S,
+                1,
+                "10.9.0.2:41009",
+                "10.9.0.1:7001",
+                7000,
+                9,
+                true,
+            ));
             let d = diagnose(&timeline(events), Some(&s), None);
-            assert_eq!(partitions(&d, Verdict::Cause).len(), 1, "two connections silent together: {:#?}", d.candidates);
+            assert_eq!(
+                partitions(&d, Verdict::Cause).len(),
+                1,
+                "two connections silent together: {:#?}",
+                d.candidates
+            );
         }
 
         #[test]
@@ -859,7 +1376,13 @@ mod tests {
                 failure(5 * S, 0, "read", "EIO", Some("/data/snap.1")),
                 state(10 * S, 0, State::Exited { code: 1 }),
                 failure(11 * S, 1, "epoll_wait", "EINTR", None),
-                failure(12 * S, 1, "openat", "ENOENT", Some("/usr/share/locale/de/LC_MESSAGES/libc.mo")),
+                failure(
+                    12 * S,
+                    1,
+                    "openat",
+                    "ENOENT",
+                    Some("/usr/share/locale/de/LC_MESSAGES/libc.mo"),
+                ),
                 failure(13 * S, 2, "mkdir", "EEXIST", Some("/data/recovery")),
                 state(14 * S, 1, State::Exited { code: 1 }),
             ]);
@@ -885,15 +1408,28 @@ mod tests {
             events.push(failure(31 * S, 1, "read", "EAGAIN", None));
             let t = timeline(events);
             let mut baseline = BaselineRates::default();
-            for (sys, errno) in [("epoll_ctl", "EPERM"), ("connect", "EINPROGRESS"), ("futex", "ETIMEDOUT")] {
-                baseline.failures.insert(("a".into(), sys.into(), errno.into(), None), 0.5);
+            for (sys, errno) in [
+                ("epoll_ctl", "EPERM"),
+                ("connect", "EINPROGRESS"),
+                ("futex", "ETIMEDOUT"),
+            ] {
+                baseline
+                    .failures
+                    .insert(("a".into(), sys.into(), errno.into(), None), 0.5);
             }
             for b in [Some(&baseline), None] {
                 let d = diagnose(&t, Some(&s), b);
                 let causes: Vec<&Candidate> = d.causes().collect();
-                assert!(matches!(&causes[0].guess, FaultGuess::Syscall { syscall, .. } if syscall == "fsync"), "{causes:#?}");
+                assert!(
+                    matches!(&causes[0].guess, FaultGuess::Syscall { syscall, .. } if syscall == "fsync"),
+                    "{causes:#?}"
+                );
                 assert!(causes[1..].iter().all(|c| c.routine), "{causes:#?}");
-                assert_eq!(causes.len(), 5, "a raised rate still makes them candidates, after the others: {causes:#?}");
+                assert_eq!(
+                    causes.len(),
+                    5,
+                    "a raised rate still makes them candidates, after the others: {causes:#?}"
+                );
             }
         }
     }
@@ -902,16 +1438,35 @@ mod tests {
     fn a_connection_the_profile_knows_as_busy_is_a_partition_when_long_silent() {
         // the replication link: pings every second fault-free; cut, it stays silent until the dump
         let t = timeline(vec![
-            at(5.0, Some(1), 20, What::NetworkGap(NetworkGap { local: Some("10.7.0.2:44792".parse().unwrap()), peer: Some("10.7.0.1:6380".parse().unwrap()), duration_ms: 4071, packets: 18, ongoing: true })),
+            at(
+                5.0,
+                Some(1),
+                20,
+                What::NetworkGap(NetworkGap {
+                    local: Some("10.7.0.2:44792".parse().unwrap()),
+                    peer: Some("10.7.0.1:6380".parse().unwrap()),
+                    duration_ms: 4071,
+                    packets: 18,
+                    ongoing: true,
+                }),
+            ),
             at(9.5, Some(1), 20, exited(1)),
         ]);
         let d = diagnose(&t, Some(&scenario()), None);
-        assert!(d.causes().next().is_none(), "no profile: one silent connection is not enough: {:#?}", d.candidates);
+        assert!(
+            d.causes().next().is_none(),
+            "no profile: one silent connection is not enough: {:#?}",
+            d.candidates
+        );
         let mut baseline = BaselineRates::default();
         baseline.gaps.insert(("db2".into(), "db1".into(), 6380), 1020);
         let d = diagnose(&t, Some(&scenario()), Some(&baseline));
         let p = d.causes().next().expect("a partition");
-        assert!(p.why.contains("never see these connections silent over 1020 ms"), "{}", p.why);
+        assert!(
+            p.why.contains("never see these connections silent over 1020 ms"),
+            "{}",
+            p.why
+        );
     }
 
     #[test]
@@ -923,7 +1478,12 @@ mod tests {
             at(9.0, Some(0), 11, exited(1)),
         ]);
         let d = diagnose(&t, Some(&scenario()), None);
-        assert_eq!(d.causes().count(), 2, "the partition and the crash: {:#?}", d.candidates);
+        assert_eq!(
+            d.causes().count(),
+            2,
+            "the partition and the crash: {:#?}",
+            d.candidates
+        );
     }
 
     #[test]
@@ -934,12 +1494,25 @@ mod tests {
             "/usr/share/locale/en/LC_MESSAGES/postgres-16.mo",
             "/usr/lib/x86_64-linux-gnu/gconv/gconv-modules.d",
         ];
-        let mut events: Vec<TimedEvent> = probes.iter().enumerate().map(|(i, p)| at(0.1 * i as f64, Some(0), 10, failure("openat", "ENOENT", Some(p)))).collect();
-        events.push(at(3.0, Some(0), 10, failure("openat", "ENOENT", Some("/srv/db/base/1/pg_filenode.map"))));
+        let mut events: Vec<TimedEvent> = probes
+            .iter()
+            .enumerate()
+            .map(|(i, p)| at(0.1 * i as f64, Some(0), 10, failure("openat", "ENOENT", Some(p))))
+            .collect();
+        events.push(at(
+            3.0,
+            Some(0),
+            10,
+            failure("openat", "ENOENT", Some("/srv/db/base/1/pg_filenode.map")),
+        ));
         events.push(at(5.0, Some(0), 10, exited(1)));
         let d = diagnose(&timeline(events), Some(&scenario()), None);
         let first = d.causes().next().unwrap();
-        assert!(matches!(&first.guess, FaultGuess::Syscall { raw_path: Some(p), .. } if p.ends_with("pg_filenode.map")), "{:#?}", d.candidates);
+        assert!(
+            matches!(&first.guess, FaultGuess::Syscall { raw_path: Some(p), .. } if p.ends_with("pg_filenode.map")),
+            "{:#?}",
+            d.candidates
+        );
         assert_eq!(d.causes().filter(|c| c.routine).count(), 4);
     }
 
@@ -952,7 +1525,9 @@ mod tests {
 
     // Synthetic timelines: the diagnosis is pure, so every rule is checked without root.
     use crate::analysis::timeline::{DumpInfo, TimedEvent};
-    use tracedump::event::{Event, FunctionHit, NetworkGap, PauseCause, ProcessChange, Sender, SyscallFailure};
+    use tracedump::event::{
+        Event, FunctionHit, NetworkGap, PauseCause, ProcessChange, Sender, SyscallFailure,
+    };
 
     const SEC: u64 = 1_000_000_000;
     const SCENARIO: &str = "name = \"kv\"\n\
@@ -966,8 +1541,21 @@ mod tests {
 
     fn at(secs: f64, node: Option<usize>, pid: u32, what: What) -> TimedEvent {
         let at_ns = (secs * SEC as f64) as u64;
-        let event = Event { ts_ns: at_ns, realtime_ns: at_ns, host: "h".into(), pid, tid: pid, comm: "kv".into(), what };
-        TimedEvent { at_ns, node, dump: 0, event }
+        let event = Event {
+            ts_ns: at_ns,
+            realtime_ns: at_ns,
+            host: "h".into(),
+            pid,
+            tid: pid,
+            comm: "kv".into(),
+            what,
+        };
+        TimedEvent {
+            at_ns,
+            node,
+            dump: 0,
+            event,
+        }
     }
 
     fn failure(syscall: &str, errno: &str, path: Option<&str>) -> What {
@@ -985,18 +1573,29 @@ mod tests {
         What::ProcessState(ProcessChange {
             state: State::Killed { core_dumped: false },
             signal: Some(signal as u32),
-            sender: sender.map(|pid| Sender { pid, comm: Some("killer".into()) }),
+            sender: sender.map(|pid| Sender {
+                pid,
+                comm: Some("killer".into()),
+            }),
             ongoing: false,
         })
     }
 
     fn exited(code: i32) -> What {
-        What::ProcessState(ProcessChange { state: State::Exited { code }, signal: None, sender: None, ongoing: false })
+        What::ProcessState(ProcessChange {
+            state: State::Exited { code },
+            signal: None,
+            sender: None,
+            ongoing: false,
+        })
     }
 
     fn paused(ms: u64) -> What {
         What::ProcessState(ProcessChange {
-            state: State::Paused { cause: PauseCause::Stopped, duration_ms: ms },
+            state: State::Paused {
+                cause: PauseCause::Stopped,
+                duration_ms: ms,
+            },
             signal: Some(libc::SIGSTOP as u32),
             sender: None,
             ongoing: false,
@@ -1004,16 +1603,29 @@ mod tests {
     }
 
     fn gap(local: &str, peer: &str, ms: u64) -> What {
-        What::NetworkGap(NetworkGap { local: Some(local.parse().unwrap()), peer: Some(peer.parse().unwrap()), duration_ms: ms, packets: 9, ongoing: false })
+        What::NetworkGap(NetworkGap {
+            local: Some(local.parse().unwrap()),
+            peer: Some(peer.parse().unwrap()),
+            duration_ms: ms,
+            packets: 9,
+            ongoing: false,
+        })
     }
 
     fn function(name: &str) -> What {
-        What::Function(FunctionHit { binary: Some("/opt/kv".into()), function: Some(name.into()) })
+        What::Function(FunctionHit {
+            binary: Some("/opt/kv".into()),
+            function: Some(name.into()),
+        })
     }
 
     fn timeline(mut events: Vec<TimedEvent>) -> Timeline {
         events.sort_by_key(|e| e.at_ns);
-        Timeline { events, dumps: Vec::new(), functions: Vec::new() }
+        Timeline {
+            events,
+            dumps: Vec::new(),
+            functions: Vec::new(),
+        }
     }
 
     fn causes(d: &Diagnosis) -> Vec<&FaultGuess> {
@@ -1029,7 +1641,13 @@ mod tests {
             at(3.5, Some(1), 22, exited(0)),
         ]);
         let d = diagnose(&t, Some(&scenario()), None);
-        assert_eq!(causes(&d), [&FaultGuess::Crash { signal: "SIGKILL".into(), sender: "killer (pid 999)".into() }]);
+        assert_eq!(
+            causes(&d),
+            [&FaultGuess::Crash {
+                signal: "SIGKILL".into(),
+                sender: "killer (pid 999)".into()
+            }]
+        );
         assert_eq!(d.candidates[0].who, "db1");
         let symptoms: Vec<&str> = d.symptoms.iter().map(|s| s.what.as_str()).collect();
         assert_eq!(symptoms, ["died of SIGSEGV", "exited with status 3"]);
@@ -1037,7 +1655,10 @@ mod tests {
 
     #[test]
     fn a_kill_from_the_same_node_is_a_symptom() {
-        let t = timeline(vec![at(0.5, Some(0), 11, function("main")), at(1.0, Some(0), 10, killed(libc::SIGKILL, Some(11)))]);
+        let t = timeline(vec![
+            at(0.5, Some(0), 11, function("main")),
+            at(1.0, Some(0), 10, killed(libc::SIGKILL, Some(11))),
+        ]);
         let d = diagnose(&t, Some(&scenario()), None);
         assert!(d.causes().next().is_none(), "{:?}", d.candidates);
         assert_eq!(d.symptoms.len(), 1);
@@ -1047,22 +1668,57 @@ mod tests {
     fn failures_are_benign_at_their_profile_rate_and_causes_far_above_it() {
         let mut events = vec![at(9.0, Some(0), 10, exited(1))];
         // 3 ENOENT within 2 s (profile: 2/s) and 30 EIO within 2 s (profile: 0.1/s)
-        events.extend((0..3).map(|i| at(1.0 + i as f64 * 0.5, Some(0), 10, failure("openat", "ENOENT", Some("/srv/x/opt-12.conf")))));
-        events.extend((0..30).map(|i| at(2.0 + i as f64 * 0.05, Some(0), 10, failure("read", "EIO", Some("/srv/data")))));
+        events.extend((0..3).map(|i| {
+            at(
+                1.0 + i as f64 * 0.5,
+                Some(0),
+                10,
+                failure("openat", "ENOENT", Some("/srv/x/opt-12.conf")),
+            )
+        }));
+        events.extend((0..30).map(|i| {
+            at(
+                2.0 + i as f64 * 0.05,
+                Some(0),
+                10,
+                failure("read", "EIO", Some("/srv/data")),
+            )
+        }));
         events.push(at(4.0, Some(1), 20, failure("write", "ENOSPC", None)));
         let baseline = BaselineRates {
             scenario: "kv".into(),
             failures: [
-                (("db1".into(), "openat".into(), "ENOENT".into(), Some("*/opt-*.conf".into())), 2.0),
-                (("db1".into(), "read".into(), "EIO".into(), Some("*/data".into())), 0.1),
+                (
+                    (
+                        "db1".into(),
+                        "openat".into(),
+                        "ENOENT".into(),
+                        Some("*/opt-*.conf".into()),
+                    ),
+                    2.0,
+                ),
+                (
+                    ("db1".into(), "read".into(), "EIO".into(), Some("*/data".into())),
+                    0.1,
+                ),
             ]
             .into_iter()
             .collect(),
             ..Default::default()
         };
         let d = diagnose(&timeline(events), Some(&scenario()), Some(&baseline));
-        let verdict = |syscall: &str| d.candidates.iter().find(|c| matches!(&c.guess, FaultGuess::Syscall { syscall: s, .. } if s == syscall)).unwrap();
-        assert_eq!(verdict("openat").verdict, Verdict::Benign, "{}", verdict("openat").why);
+        let verdict = |syscall: &str| {
+            d.candidates
+                .iter()
+                .find(|c| matches!(&c.guess, FaultGuess::Syscall { syscall: s, .. } if s == syscall))
+                .unwrap()
+        };
+        assert_eq!(
+            verdict("openat").verdict,
+            Verdict::Benign,
+            "{}",
+            verdict("openat").why
+        );
         assert_eq!(verdict("read").verdict, Verdict::Cause, "{}", verdict("read").why);
         assert_eq!((verdict("read").occurrences, verdict("read").burst), (30, 30));
         assert_eq!(verdict("write").verdict, Verdict::Cause, "never seen fault-free");
@@ -1088,8 +1744,14 @@ mod tests {
             })
             .collect();
         assert!(verdicts.contains(&("EAGAIN", &Verdict::Cause)), "{verdicts:?}");
-        assert!(matches!(causes(&d)[..], [FaultGuess::Syscall { errno: a, .. }, FaultGuess::Syscall { errno: b, .. }] if a == "EIO" && b == "EAGAIN"), "{verdicts:?}");
-        assert!(verdicts.contains(&("ERESTARTSYS", &Verdict::Explained)), "{verdicts:?}");
+        assert!(
+            matches!(causes(&d)[..], [FaultGuess::Syscall { errno: a, .. }, FaultGuess::Syscall { errno: b, .. }] if a == "EIO" && b == "EAGAIN"),
+            "{verdicts:?}"
+        );
+        assert!(
+            verdicts.contains(&("ERESTARTSYS", &Verdict::Explained)),
+            "{verdicts:?}"
+        );
         assert!(verdicts.contains(&("EIO", &Verdict::Cause)), "{verdicts:?}");
         assert!(d.notes.iter().any(|n| n.contains("no --profile")));
     }
@@ -1103,11 +1765,22 @@ mod tests {
             at(9.0, Some(0), 10, exited(1)),
         ]);
         let d = diagnose(&t, Some(&scenario()), None);
-        let parts: Vec<&Candidate> = d.candidates.iter().filter(|c| matches!(c.guess, FaultGuess::Partition { .. })).collect();
+        let parts: Vec<&Candidate> = d
+            .candidates
+            .iter()
+            .filter(|c| matches!(c.guess, FaultGuess::Partition { .. }))
+            .collect();
         assert_eq!(parts.len(), 1, "{:?}", d.candidates);
         let p = parts[0];
         assert_eq!((p.node, p.occurrences, &p.verdict), (Some(0), 2, &Verdict::Cause));
-        assert_eq!(p.guess, FaultGuess::Partition { peer: 1, duration_ms: 2500 }, "the time both ends were silent");
+        assert_eq!(
+            p.guess,
+            FaultGuess::Partition {
+                peer: 1,
+                duration_ms: 2500
+            },
+            "the time both ends were silent"
+        );
         assert_eq!(p.at_ns, 5 * SEC + SEC / 2, "a gap's time stamp is when it began");
         assert!(p.why.contains("between db1 and db2"), "{}", p.why);
 
@@ -1117,8 +1790,18 @@ mod tests {
             at(9.0, Some(0), 10, exited(1)),
         ]);
         let d = diagnose(&t, Some(&scenario()), None);
-        assert_eq!(causes(&d), [&FaultGuess::Pause { duration_ms: 3000, cause: "stopped".into() }]);
-        let part = d.candidates.iter().find(|c| matches!(c.guess, FaultGuess::Partition { .. })).unwrap();
+        assert_eq!(
+            causes(&d),
+            [&FaultGuess::Pause {
+                duration_ms: 3000,
+                cause: "stopped".into()
+            }]
+        );
+        let part = d
+            .candidates
+            .iter()
+            .find(|c| matches!(c.guess, FaultGuess::Partition { .. }))
+            .unwrap();
         assert_eq!(part.verdict, Verdict::Explained);
         assert!(part.why.contains("explained by the pause of db2"), "{}", part.why);
     }
@@ -1132,16 +1815,34 @@ mod tests {
             at(4.0, Some(0), 11, failure("fsync", "EIO", None)),
         ]);
         let d = diagnose(&t, Some(&scenario()), None);
-        let by = |errno: &str| d.candidates.iter().find(|c| matches!(&c.guess, FaultGuess::Syscall { errno: e, .. } if e == errno)).unwrap();
+        let by = |errno: &str| {
+            d.candidates
+                .iter()
+                .find(|c| matches!(&c.guess, FaultGuess::Syscall { errno: e, .. } if e == errno))
+                .unwrap()
+        };
         assert_eq!(by("ECONNREFUSED").verdict, Verdict::Explained);
-        assert!(by("ECONNREFUSED").why.contains("the crash of db2"), "{}", by("ECONNREFUSED").why);
+        assert!(
+            by("ECONNREFUSED").why.contains("the crash of db2"),
+            "{}",
+            by("ECONNREFUSED").why
+        );
         assert_eq!(by("EIO").verdict, Verdict::Late);
-        assert_eq!(causes(&d), [&FaultGuess::Crash { signal: "SIGKILL".into(), sender: "killer (pid 999)".into() }]);
+        assert_eq!(
+            causes(&d),
+            [&FaultGuess::Crash {
+                signal: "SIGKILL".into(),
+                sender: "killer (pid 999)".into()
+            }]
+        );
     }
 
     #[test]
     fn unmapped_processes_are_ignored_and_counted_with_a_scenario() {
-        let t = timeline(vec![at(1.0, None, 99, killed(libc::SIGKILL, Some(1))), at(2.0, Some(0), 10, exited(1))]);
+        let t = timeline(vec![
+            at(1.0, None, 99, killed(libc::SIGKILL, Some(1))),
+            at(2.0, Some(0), 10, exited(1)),
+        ]);
         let d = diagnose(&t, Some(&scenario()), None);
         assert!(d.candidates.is_empty());
         assert_eq!(d.unmapped_events, 1);
@@ -1165,12 +1866,19 @@ mod tests {
         let d = diagnose(&t, Some(&scenario()), None);
         let crashes: Vec<&Vec<String>> = d.causes().map(|c| &c.preceding_functions).collect();
         assert_eq!(crashes[0], &vec!["/opt/kv:boot".to_string()]);
-        assert_eq!(crashes[1], &vec!["/opt/kv:recover".to_string(), "/opt/kv:load".into()], "since the previous fault on db2, each once");
+        assert_eq!(
+            crashes[1],
+            &vec!["/opt/kv:recover".to_string(), "/opt/kv:load".into()],
+            "since the previous fault on db2, each once"
+        );
     }
 
     #[test]
     fn lost_events_are_a_note_and_render_lists_every_part() {
-        let mut t = timeline(vec![at(1.0, Some(0), 10, killed(libc::SIGKILL, Some(999))), at(2.0, Some(1), 20, exited(1))]);
+        let mut t = timeline(vec![
+            at(1.0, Some(0), 10, killed(libc::SIGKILL, Some(999))),
+            at(2.0, Some(1), 20, exited(1)),
+        ]);
         t.dumps.push(DumpInfo {
             path: "/d/x.tdump".into(),
             host: "h".into(),
@@ -1182,11 +1890,20 @@ mod tests {
             lost_events: 7,
         });
         let d = diagnose(&t, Some(&scenario()), None);
-        assert!(d.notes.iter().any(|n| n.contains("7 events were lost")), "{:?}", d.notes);
+        assert!(
+            d.notes.iter().any(|n| n.contains("7 events were lost")),
+            "{:?}",
+            d.notes
+        );
         let text = render(&d, Some(&scenario()));
-        for needle in ["symptoms (1):", "db2: exited with status 1", "fault candidates (1)", "db1: crash (SIGKILL)", "note: dump /d/x.tdump: 7 events"] {
+        for needle in [
+            "symptoms (1):",
+            "db2: exited with status 1",
+            "fault candidates (1)",
+            "db1: crash (SIGKILL)",
+            "note: dump /d/x.tdump: 7 events",
+        ] {
             assert!(text.contains(needle), "{needle} in\n{text}");
         }
     }
 }
-

@@ -35,7 +35,12 @@ fn program_of(p: &ProcInfo) -> String {
 impl NodeMap {
     /// Maps the processes of a dump, matching as its redaction rules left the command lines.
     pub fn build_for(scenario: &Scenario, meta: &DumpMeta, launched: &[(usize, u32)]) -> NodeMap {
-        Self::build_redacted(scenario, &meta.processes, launched, &Redactor::of_dump_config(&meta.config))
+        Self::build_redacted(
+            scenario,
+            &meta.processes,
+            launched,
+            &Redactor::of_dump_config(&meta.config),
+        )
     }
 
     /// Maps the processes of one dump. `launched` lists (node index, pid) pairs known for sure.
@@ -43,9 +48,18 @@ impl NodeMap {
         Self::build_redacted(scenario, processes, launched, &Redactor::default())
     }
 
-    fn build_redacted(scenario: &Scenario, processes: &[ProcInfo], launched: &[(usize, u32)], redactor: &Redactor) -> NodeMap {
+    fn build_redacted(
+        scenario: &Scenario,
+        processes: &[ProcInfo],
+        launched: &[(usize, u32)],
+        redactor: &Redactor,
+    ) -> NodeMap {
         let mut map = NodeMap::default();
-        map.redacted_match = scenario.nodes.iter().map(|n| n.match_.as_deref().and_then(|m| redactor.apply(m))).collect();
+        map.redacted_match = scenario
+            .nodes
+            .iter()
+            .map(|n| n.match_.as_deref().and_then(|m| redactor.apply(m)))
+            .collect();
         map.by_pid.extend(launched.iter().map(|&(n, pid)| (pid, n)));
         let by_pid: HashMap<u32, &ProcInfo> = processes.iter().map(|p| (p.pid, p)).collect();
         for p in processes {
@@ -56,15 +70,31 @@ impl NodeMap {
         map
     }
 
-    fn resolve(&mut self, scenario: &Scenario, p: &ProcInfo, all: &HashMap<u32, &ProcInfo>, depth: u32) -> Option<usize> {
+    fn resolve(
+        &mut self,
+        scenario: &Scenario,
+        p: &ProcInfo,
+        all: &HashMap<u32, &ProcInfo>,
+        depth: u32,
+    ) -> Option<usize> {
         if let Some(&n) = self.by_pid.get(&p.pid) {
             return Some(n);
         }
         let cmdline = p.cmdline.as_ref().map(|c| c.join(" ")).unwrap_or_default();
         let matches = |i: usize, m: &str| {
-            !m.is_empty() && (cmdline.contains(m) || self.redacted_match.get(i).and_then(|r| r.as_deref()).is_some_and(|r| cmdline.contains(r)))
+            !m.is_empty()
+                && (cmdline.contains(m)
+                    || self
+                        .redacted_match
+                        .get(i)
+                        .and_then(|r| r.as_deref())
+                        .is_some_and(|r| cmdline.contains(r)))
         };
-        let by_match = scenario.nodes.iter().enumerate().position(|(i, n)| n.match_.as_deref().is_some_and(|m| matches(i, m)));
+        let by_match = scenario
+            .nodes
+            .iter()
+            .enumerate()
+            .position(|(i, n)| n.match_.as_deref().is_some_and(|m| matches(i, m)));
         if by_match.is_some() {
             return by_match;
         }
@@ -77,7 +107,9 @@ impl NodeMap {
         }
         let program = program_of(p);
         let same: Vec<usize> = (0..scenario.nodes.len())
-            .filter(|&i| scenario.nodes[i].match_.is_none() && file_name(&scenario.nodes[i].command[0]) == program)
+            .filter(|&i| {
+                scenario.nodes[i].match_.is_none() && file_name(&scenario.nodes[i].command[0]) == program
+            })
             .collect();
         match same.as_slice() {
             [one] => Some(*one),
@@ -149,26 +181,48 @@ command = ["true"]
         assert_eq!(m.node(11), Some(1), "a forked child belongs to its parent's node");
         assert_eq!(m.node(12), Some(2), "same program file name, other directory");
         assert_eq!(m.node(13), None);
-        assert_eq!(m.node(14), None, "kvnode without --id: the nodes that run it have match");
+        assert_eq!(
+            m.node(14),
+            None,
+            "kvnode without --id: the nodes that run it have match"
+        );
         let m = NodeMap::build(&s, &procs, &[(0, 13)]);
         assert_eq!(m.node(13), Some(0), "launched pids win");
     }
 
     #[test]
     fn matches_what_redaction_left() {
-        let s = Scenario::parse(&SCENARIO.replace("match = \"--id 2\"", "match = \"--id 2 --token=s3cret\""), "t").unwrap();
+        let s = Scenario::parse(
+            &SCENARIO.replace("match = \"--id 2\"", "match = \"--id 2 --token=s3cret\""),
+            "t",
+        )
+        .unwrap();
         let redactor = Redactor::new(&tracerd::redact::default_rules(), "t").unwrap();
         let mut p = proc(10, 1, "/opt/kv/kvnode", "/opt/kv/kvnode --id 2 --token=s3cret");
         redactor.process(&mut p);
         assert_eq!(p.cmdline.as_ref().unwrap()[3], "--token=<redacted>");
-        let meta = DumpMeta { processes: vec![p], config: serde_json::to_value(tracerd::config::Config::default()).unwrap(), ..Default::default() };
+        let meta = DumpMeta {
+            processes: vec![p],
+            config: serde_json::to_value(tracerd::config::Config::default()).unwrap(),
+            ..Default::default()
+        };
         assert_eq!(NodeMap::build_for(&s, &meta, &[]).node(10), Some(1));
-        assert_eq!(NodeMap::build(&s, &meta.processes, &[]).node(10), None, "unredacted, the match misses");
+        assert_eq!(
+            NodeMap::build(&s, &meta.processes, &[]).node(10),
+            None,
+            "unredacted, the match misses"
+        );
     }
 
     #[test]
     fn reports_ambiguous_programs() {
-        let s = Scenario::parse(&SCENARIO.replace("match = \"--id 1\"\n", "").replace("match = \"--id 2\"\n", ""), "t").unwrap();
+        let s = Scenario::parse(
+            &SCENARIO
+                .replace("match = \"--id 1\"\n", "")
+                .replace("match = \"--id 2\"\n", ""),
+            "t",
+        )
+        .unwrap();
         let m = NodeMap::build(&s, &[proc(10, 1, "/opt/kvnode", "kvnode --id 1")], &[]);
         assert_eq!(m.node(10), None);
         assert_eq!(m.ambiguous, vec![(10, "kvnode".to_string())]);

@@ -222,10 +222,17 @@ pub fn check_output(out: &Path) -> Result<()> {
         _ => Path::new("."),
     };
     if !dir.is_dir() {
-        bail!("--out {}: directory {} does not exist", out.display(), dir.display());
+        bail!(
+            "--out {}: directory {} does not exist",
+            out.display(),
+            dir.display()
+        );
     }
     if out.is_dir() || out.file_name().is_none() {
-        bail!("--out {}: is a directory; name the profile file (e.g. profile.json)", out.display());
+        bail!(
+            "--out {}: is a directory; name the profile file (e.g. profile.json)",
+            out.display()
+        );
     }
     Ok(())
 }
@@ -234,14 +241,16 @@ pub fn check_output(out: &Path) -> Result<()> {
 pub fn load(path: &Path) -> Result<Profile> {
     let origin = path.display();
     let text = std::fs::read_to_string(path).map_err(|e| anyhow!("profile {origin}: {e}"))?;
-    let value: serde_json::Value =
-        serde_json::from_str(&text).map_err(|e| anyhow!("profile {origin}: not a reproducer profile (not JSON: {e})"))?;
+    let value: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|e| anyhow!("profile {origin}: not a reproducer profile (not JSON: {e})"))?;
     if value.get("format").and_then(|f| f.as_str()) != Some(FORMAT) {
         bail!("profile {origin}: not a reproducer profile (its \"format\" is not \"{FORMAT}\"; write one with `reproducer profile`)");
     }
     match value.get("version").and_then(|v| v.as_u64()) {
         Some(v) if v == VERSION as u64 => {}
-        Some(v) => bail!("profile {origin}: version {v} is not supported (this reproducer reads version {VERSION})"),
+        Some(v) => {
+            bail!("profile {origin}: version {v} is not supported (this reproducer reads version {VERSION})")
+        }
         None => bail!("profile {origin}: damaged (no \"version\")"),
     }
     serde_json::from_value(value).map_err(|e| anyhow!("profile {origin}: damaged ({e})"))
@@ -255,12 +264,20 @@ fn node_binary(node: &Node) -> Result<(PathBuf, PathBuf)> {
         bail!("node {}: its program {program} has a placeholder; a profile needs the program's path before any run", node.name);
     }
     let resolved = resolve_binary(program);
-    let not_found = |e: std::io::Error| anyhow!("node {}: program {program} ({}): {e}", node.name, resolved.display());
+    let not_found = |e: std::io::Error| {
+        anyhow!(
+            "node {}: program {program} ({}): {e}",
+            node.name,
+            resolved.display()
+        )
+    };
     let dir = match resolved.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
     };
-    let name = resolved.file_name().ok_or_else(|| anyhow!("node {}: program {program} is not a file name", node.name))?;
+    let name = resolved
+        .file_name()
+        .ok_or_else(|| anyhow!("node {}: program {program} is not a file name", node.name))?;
     let named = std::fs::canonicalize(dir).map_err(not_found)?.join(name);
     let real = std::fs::canonicalize(&named).map_err(not_found)?;
     Ok((named, real))
@@ -291,14 +308,25 @@ pub fn declared_programs(scenario: &Scenario) -> Result<Vec<Program>> {
 /// The programs after a fault-free run: what each node's processes executed (`ran`), a
 /// node's declared program keeping its name; a node whose processes the trace did not show
 /// keeps what was declared.
-pub fn programs_after_run(declared: &[Program], ran: &BTreeMap<usize, BTreeSet<PathBuf>>, nodes: usize) -> Vec<Program> {
+pub fn programs_after_run(
+    declared: &[Program],
+    ran: &BTreeMap<usize, BTreeSet<PathBuf>>,
+    nodes: usize,
+) -> Vec<Program> {
     let mut out = Vec::new();
     for node in 0..nodes {
         let mine: Vec<&Program> = declared.iter().filter(|p| p.node == node).collect();
         match ran.get(&node) {
             Some(exes) if !exes.is_empty() => out.extend(exes.iter().map(|real| {
-                let named = mine.iter().find(|p| p.real == *real).map_or_else(|| real.clone(), |p| p.named.clone());
-                Program { node, named, real: real.clone() }
+                let named = mine
+                    .iter()
+                    .find(|p| p.real == *real)
+                    .map_or_else(|| real.clone(), |p| p.named.clone());
+                Program {
+                    node,
+                    named,
+                    real: real.clone(),
+                }
             })),
             _ => out.extend(mine.into_iter().cloned()),
         }
@@ -309,13 +337,20 @@ pub fn programs_after_run(declared: &[Program], ran: &BTreeMap<usize, BTreeSet<P
 /// The functions to count: every defined function of every program that matches
 /// `patterns` (all when empty), once per file; and, for every program or node that
 /// contributes none, why (for the warning when there are none at all).
-pub fn candidate_functions(scenario: &Scenario, programs: &[Program], patterns: &[String]) -> Result<(Vec<Candidate>, Vec<String>)> {
+pub fn candidate_functions(
+    scenario: &Scenario,
+    programs: &[Program],
+    patterns: &[String],
+) -> Result<(Vec<Candidate>, Vec<String>)> {
     // (path as the first node names it, the real file, nodes): nodes sharing a file share it
     let mut binaries: Vec<(PathBuf, PathBuf, Vec<usize>)> = Vec::new();
     let mut why_none = Vec::new();
     for (i, node) in scenario.nodes.iter().enumerate() {
         if !programs.iter().any(|p| p.node == i) {
-            why_none.push(format!("node {} runs only wrappers ({})", node.name, node.command[0]));
+            why_none.push(format!(
+                "node {} runs only wrappers ({})",
+                node.name, node.command[0]
+            ));
         }
     }
     for p in programs {
@@ -331,7 +366,10 @@ pub fn candidate_functions(scenario: &Scenario, programs: &[Program], patterns: 
         let symbols = match binary::function_symbols(&bin) {
             Ok(s) => s,
             Err(e) => {
-                eprintln!("reproducer: warning: no functions profiled for node {}: {e:#}", names.join(", "));
+                eprintln!(
+                    "reproducer: warning: no functions profiled for node {}: {e:#}",
+                    names.join(", ")
+                );
                 why_none.push(format!("{}: {e:#}", bin.display()));
                 continue;
             }
@@ -345,9 +383,15 @@ pub fn candidate_functions(scenario: &Scenario, programs: &[Program], patterns: 
             .collect();
         if chosen.is_empty() {
             why_none.push(if total == 0 {
-                format!("{} defines no functions (stripped, and not a Go program)", bin.display())
+                format!(
+                    "{} defines no functions (stripped, and not a Go program)",
+                    bin.display()
+                )
             } else {
-                format!("--functions-from matched none of the {total} functions of {}", bin.display())
+                format!(
+                    "--functions-from matched none of the {total} functions of {}",
+                    bin.display()
+                )
             });
         }
         if chosen.len() > MAX_FUNCTIONS_PER_BINARY {
@@ -372,12 +416,22 @@ pub fn candidate_functions(scenario: &Scenario, programs: &[Program], patterns: 
 /// One run's trace, mapped to nodes (also what `reproduce` learns from its fault-free
 /// check run when it has no profile); `launched` are the (node, pid) pairs the run started,
 /// `duration_ms` the span the trace's counts cover.
-pub fn run_data(scenario: &Scenario, trace: &Path, launched: &[(String, u32)], duration_ms: u64) -> Result<RunData> {
+pub fn run_data(
+    scenario: &Scenario,
+    trace: &Path,
+    launched: &[(String, u32)],
+    duration_ms: u64,
+) -> Result<RunData> {
     let dump = tracedump::dump::Dump::read(trace)?;
-    let launched: Vec<(usize, u32)> =
-        launched.iter().filter_map(|(name, pid)| Some((scenario.node_index(name)?, *pid))).collect();
+    let launched: Vec<(usize, u32)> = launched
+        .iter()
+        .filter_map(|(name, pid)| Some((scenario.node_index(name)?, *pid)))
+        .collect();
     let map = NodeMap::build_for(scenario, &dump.meta, &launched);
-    let mut data = RunData { seconds: duration_ms as f64 / 1000.0, ..Default::default() };
+    let mut data = RunData {
+        seconds: duration_ms as f64 / 1000.0,
+        ..Default::default()
+    };
     let node_name = |pid: u32| map.node(pid).map(|i| scenario.nodes[i].name.clone());
     for e in dump.events() {
         if let What::NetworkGap(g) = &e.what {
@@ -420,12 +474,20 @@ pub fn run_data(scenario: &Scenario, trace: &Path, launched: &[(String, u32)], d
 
 /// A silence between two nodes' addresses (self-connections and other ends are not pairs).
 fn add_gap(data: &mut RunData, scenario: &Scenario, g: &tracedump::event::NetworkGap) {
-    let (Some(local), Some(peer)) = (g.local, g.peer) else { return };
-    let (Some(a), Some(b)) = (scenario.node_at(local.ip()), scenario.node_at(peer.ip())) else { return };
+    let (Some(local), Some(peer)) = (g.local, g.peer) else {
+        return;
+    };
+    let (Some(a), Some(b)) = (scenario.node_at(local.ip()), scenario.node_at(peer.ip())) else {
+        return;
+    };
     if a == b {
         return;
     }
-    let key = (scenario.nodes[a].name.clone(), scenario.nodes[b].name.clone(), service_port(local, peer));
+    let key = (
+        scenario.nodes[a].name.clone(),
+        scenario.nodes[b].name.clone(),
+        service_port(local, peer),
+    );
     let e = data.gaps.entry(key).or_default();
     e.0 += 1;
     e.1 = e.1.max(g.duration_ms);
@@ -438,8 +500,16 @@ fn gap_stats(runs: &[RunData]) -> Vec<GapStat> {
             node: k.0.clone(),
             peer: k.1.clone(),
             port: k.2,
-            per_run: runs.iter().map(|r| r.gaps.get(k).map(|g| g.0).unwrap_or(0)).collect(),
-            longest_ms: runs.iter().filter_map(|r| r.gaps.get(k)).map(|g| g.1).max().unwrap_or(0),
+            per_run: runs
+                .iter()
+                .map(|r| r.gaps.get(k).map(|g| g.0).unwrap_or(0))
+                .collect(),
+            longest_ms: runs
+                .iter()
+                .filter_map(|r| r.gaps.get(k))
+                .map(|g| g.1)
+                .max()
+                .unwrap_or(0),
         })
         .collect()
 }
@@ -449,7 +519,11 @@ fn per_second(per_run: &[u64], runs: &[RunData]) -> f64 {
     if runs.is_empty() {
         return 0.0;
     }
-    let sum: f64 = per_run.iter().zip(runs).map(|(&n, r)| n as f64 / r.seconds.max(1e-3)).sum();
+    let sum: f64 = per_run
+        .iter()
+        .zip(runs)
+        .map(|(&n, r)| n as f64 / r.seconds.max(1e-3))
+        .sum();
     sum / runs.len() as f64
 }
 
@@ -458,7 +532,10 @@ fn failure_stats(runs: &[RunData]) -> Vec<FailureStat> {
     let mut out: Vec<FailureStat> = keys
         .into_iter()
         .map(|k| {
-            let per_run: Vec<u64> = runs.iter().map(|r| r.failures.get(k).copied().unwrap_or(0)).collect();
+            let per_run: Vec<u64> = runs
+                .iter()
+                .map(|r| r.failures.get(k).copied().unwrap_or(0))
+                .collect();
             FailureStat {
                 node: k.node.clone(),
                 syscall: k.syscall.clone(),
@@ -478,8 +555,16 @@ fn syscall_stats(runs: &[RunData]) -> Vec<SyscallStat> {
     let mut out: Vec<SyscallStat> = keys
         .into_iter()
         .map(|k| {
-            let per_run: Vec<u64> = runs.iter().map(|r| r.syscalls.get(k).copied().unwrap_or(0)).collect();
-            SyscallStat { node: k.0.clone(), syscall: k.1.clone(), per_second: per_second(&per_run, runs), per_run }
+            let per_run: Vec<u64> = runs
+                .iter()
+                .map(|r| r.syscalls.get(k).copied().unwrap_or(0))
+                .collect();
+            SyscallStat {
+                node: k.0.clone(),
+                syscall: k.1.clone(),
+                per_second: per_second(&per_run, runs),
+                per_run,
+            }
         })
         .collect();
     out.sort_by(|a, b| a.node.cmp(&b.node).then(b.per_second.total_cmp(&a.per_second)));
@@ -495,7 +580,11 @@ fn is_infrequent(per_run: &[u64], rate: f64, threshold: f64) -> bool {
 }
 
 /// Calls per candidate (attached in every run), and the candidates that were not attached.
-fn function_stats(candidates: &[Candidate], runs: &[RunData], threshold: f64) -> (Vec<FunctionStat>, Vec<String>) {
+fn function_stats(
+    candidates: &[Candidate],
+    runs: &[RunData],
+    threshold: f64,
+) -> (Vec<FunctionStat>, Vec<String>) {
     let mut stats = Vec::new();
     let mut not_attached = Vec::new();
     for c in candidates {
@@ -504,7 +593,10 @@ fn function_stats(candidates: &[Candidate], runs: &[RunData], threshold: f64) ->
             not_attached.push(format!("{}:{}", c.binary, c.symbol));
             continue;
         }
-        let per_run: Vec<u64> = runs.iter().map(|r| r.function_calls.get(&key).copied().unwrap_or(0)).collect();
+        let per_run: Vec<u64> = runs
+            .iter()
+            .map(|r| r.function_calls.get(&key).copied().unwrap_or(0))
+            .collect();
         let rate = per_second(&per_run, runs);
         let infrequent = is_infrequent(&per_run, rate, threshold);
         stats.push(FunctionStat {
@@ -533,7 +625,11 @@ pub fn aggregate(scenario: &Scenario, candidates: &[Candidate], runs: &[RunData]
         format: FORMAT.into(),
         version: VERSION,
         scenario: scenario.name.clone(),
-        scenario_nodes: scenario.nodes.iter().map(|n| (n.name.clone(), n.command.clone())).collect(),
+        scenario_nodes: scenario
+            .nodes
+            .iter()
+            .map(|n| (n.name.clone(), n.command.clone()))
+            .collect(),
         runs: runs.len() as u32,
         run_seconds: runs.iter().map(|r| r.seconds).collect(),
         infrequent_below_per_s: threshold,
@@ -556,15 +652,18 @@ pub fn functions_list(profile: &Profile) -> String {
          # the list for tracerd's `functions` setting\n",
         profile.infrequent_below_per_s, profile.runs, profile.scenario
     );
-    let lines: BTreeSet<String> =
-        profile.functions.iter().filter(|f| f.infrequent).map(|f| format!("{}:{}", f.binary, f.symbol)).collect();
+    let lines: BTreeSet<String> = profile
+        .functions
+        .iter()
+        .filter(|f| f.infrequent)
+        .map(|f| format!("{}:{}", f.binary, f.symbol))
+        .collect();
     for line in lines {
         text.push_str(&line);
         text.push('\n');
     }
     text
 }
-
 
 /// Writes `profile` to `out` and its infrequent functions next to it; returns the
 /// `.functions` path.
@@ -573,7 +672,11 @@ pub fn write(profile: &Profile, out: &Path) -> Result<PathBuf> {
     json.push(b'\n');
     tracedump::atomic::write_bytes(out, tracedump::atomic::SHARED, &json)?;
     let list = functions_path(out);
-    tracedump::atomic::write_bytes(&list, tracedump::atomic::SHARED, functions_list(profile).as_bytes())?;
+    tracedump::atomic::write_bytes(
+        &list,
+        tracedump::atomic::SHARED,
+        functions_list(profile).as_bytes(),
+    )?;
     Ok(list)
 }
 
@@ -598,7 +701,10 @@ mod tests {
     #[test]
     fn normalizes_paths() {
         assert_eq!(normalize_path("/srv/x/temp-4123.rdb"), "*/temp-*.rdb");
-        assert_eq!(normalize_path("appendonly.aof.1.incr.aof"), "*/appendonly.aof.*.incr.aof");
+        assert_eq!(
+            normalize_path("appendonly.aof.1.incr.aof"),
+            "*/appendonly.aof.*.incr.aof"
+        );
         assert_eq!(normalize_path("/var/lib/db/"), "*/db");
         assert_eq!(normalize_path("/a/b/12345"), "*/*");
         assert_eq!(normalize_path("/tmp/run-42/node1/log"), "*/log");
@@ -620,14 +726,27 @@ mod tests {
     }
 
     fn run(seconds: f64, enoent: u64, writes: u64, snapshot: u64, loop_calls: u64) -> RunData {
-        let mut r = RunData { seconds, ..Default::default() };
-        let key = FailureKey { node: "db1".into(), syscall: "openat".into(), errno: "ENOENT".into(), path: Some("*/optional.conf".into()) };
+        let mut r = RunData {
+            seconds,
+            ..Default::default()
+        };
+        let key = FailureKey {
+            node: "db1".into(),
+            syscall: "openat".into(),
+            errno: "ENOENT".into(),
+            path: Some("*/optional.conf".into()),
+        };
         r.failures.insert(key, enoent);
         r.syscalls.insert(("db1".into(), "write".into()), writes);
-        r.function_calls.insert(("/opt/kvnode".into(), "store_snapshot".into()), snapshot);
-        r.function_calls.insert(("/opt/kvnode".into(), "event_loop".into()), loop_calls);
+        r.function_calls
+            .insert(("/opt/kvnode".into(), "store_snapshot".into()), snapshot);
+        r.function_calls
+            .insert(("/opt/kvnode".into(), "event_loop".into()), loop_calls);
         r.unattached.insert(("/opt/kvnode".into(), "ambiguous".into()));
-        r.dropped = Dropped { events: 1, counters: 2 };
+        r.dropped = Dropped {
+            events: 1,
+            counters: 2,
+        };
         r.unmapped_events = 3;
         r
     }
@@ -635,9 +754,22 @@ mod tests {
     #[test]
     fn aggregates_runs() {
         let s = Scenario::parse(SCENARIO, "t").unwrap();
-        let candidates = vec![candidate("store_snapshot"), candidate("event_loop"), candidate("never_called"), candidate("ambiguous")];
+        let candidates = vec![
+            candidate("store_snapshot"),
+            candidate("event_loop"),
+            candidate("never_called"),
+            candidate("ambiguous"),
+        ];
         let mut second = run(2.0, 12, 98, 1, 4000);
-        second.failures.insert(FailureKey { node: "db2".into(), syscall: "connect".into(), errno: "ECONNREFUSED".into(), path: None }, 4);
+        second.failures.insert(
+            FailureKey {
+                node: "db2".into(),
+                syscall: "connect".into(),
+                errno: "ECONNREFUSED".into(),
+                path: None,
+            },
+            4,
+        );
         let runs = vec![run(1.0, 12, 100, 1, 1000), second];
         let p = aggregate(&s, &candidates, &runs, 2.0);
         assert_eq!((p.format.as_str(), p.version, p.runs), (FORMAT, VERSION, 2));
@@ -646,31 +778,69 @@ mod tests {
 
         assert_eq!(p.failures.len(), 2);
         let enoent = &p.failures[0];
-        assert_eq!((enoent.node.as_str(), enoent.errno.as_str(), enoent.path.as_deref()), ("db1", "ENOENT", Some("*/optional.conf")));
+        assert_eq!(
+            (
+                enoent.node.as_str(),
+                enoent.errno.as_str(),
+                enoent.path.as_deref()
+            ),
+            ("db1", "ENOENT", Some("*/optional.conf"))
+        );
         assert_eq!(enoent.per_run, vec![12, 12]);
-        assert!((enoent.per_second - 9.0).abs() < 1e-9, "mean of 12/1 and 12/2: {}", enoent.per_second);
+        assert!(
+            (enoent.per_second - 9.0).abs() < 1e-9,
+            "mean of 12/1 and 12/2: {}",
+            enoent.per_second
+        );
         let refused = &p.failures[1];
-        assert_eq!((refused.per_run.clone(), refused.path.clone()), (vec![0, 4], None), "a signature missing from a run counts 0 there");
+        assert_eq!(
+            (refused.per_run.clone(), refused.path.clone()),
+            (vec![0, 4], None),
+            "a signature missing from a run counts 0 there"
+        );
         assert!((refused.per_second - 1.0).abs() < 1e-9);
 
         assert_eq!(p.syscalls.len(), 1);
         assert_eq!(p.syscalls[0].per_run, vec![100, 98]);
         assert!((p.syscalls[0].per_second - 74.5).abs() < 1e-9);
 
-        let f = |name: &str| p.functions.iter().find(|f| f.symbol == name).unwrap_or_else(|| panic!("{name} listed"));
+        let f = |name: &str| {
+            p.functions
+                .iter()
+                .find(|f| f.symbol == name)
+                .unwrap_or_else(|| panic!("{name} listed"))
+        };
         assert!(f("store_snapshot").infrequent && (f("store_snapshot").per_second - 0.75).abs() < 1e-9);
         assert!(!f("event_loop").infrequent);
         assert_eq!(f("never_called").per_run, vec![0, 0]);
         assert!(f("never_called").infrequent, "never called counts as infrequent");
         assert_eq!(f("store_snapshot").shared_with, vec!["db2".to_string()]);
-        assert!(p.functions.iter().all(|f| f.symbol != "ambiguous"), "a function never attached is not measured");
-        assert_eq!(p.functions_not_attached, vec!["/opt/kvnode:ambiguous".to_string()]);
-        assert_eq!(p.dropped, Dropped { events: 2, counters: 4 });
+        assert!(
+            p.functions.iter().all(|f| f.symbol != "ambiguous"),
+            "a function never attached is not measured"
+        );
+        assert_eq!(
+            p.functions_not_attached,
+            vec!["/opt/kvnode:ambiguous".to_string()]
+        );
+        assert_eq!(
+            p.dropped,
+            Dropped {
+                events: 2,
+                counters: 4
+            }
+        );
         assert_eq!(p.unmapped_events, 6);
 
         let list = functions_list(&p);
-        assert!(list.contains("\n/opt/kvnode:store_snapshot\n") && list.contains("\n/opt/kvnode:never_called\n"), "{list}");
-        assert!(!list.contains("event_loop") && !list.contains("ambiguous"), "{list}");
+        assert!(
+            list.contains("\n/opt/kvnode:store_snapshot\n") && list.contains("\n/opt/kvnode:never_called\n"),
+            "{list}"
+        );
+        assert!(
+            !list.contains("event_loop") && !list.contains("ambiguous"),
+            "{list}"
+        );
         let parsed: Vec<&str> = list.lines().filter(|l| !l.starts_with('#')).collect();
         assert_eq!(parsed.len(), 2);
     }
@@ -686,7 +856,10 @@ mod tests {
     fn a_few_calls_per_run_are_infrequent_in_a_short_run() {
         let s = Scenario::parse(SCENARIO, "t").unwrap();
         let p = aggregate(&s, &[candidate("store_snapshot")], &[run(0.1, 0, 0, 1, 0)], 2.0);
-        assert!(p.functions[0].infrequent, "once per run is rare, whatever the run's length");
+        assert!(
+            p.functions[0].infrequent,
+            "once per run is rare, whatever the run's length"
+        );
         let p = aggregate(&s, &[candidate("store_snapshot")], &[run(0.1, 0, 0, 6, 0)], 2.0);
         assert!(!p.functions[0].infrequent);
     }
@@ -701,14 +874,24 @@ mod tests {
         assert_eq!(list, dir.path().join("profile.functions"));
         assert_eq!(load(&out).unwrap(), p);
         use std::os::unix::fs::PermissionsExt;
-        assert_eq!(std::fs::metadata(&out).unwrap().permissions().mode() & 0o777, 0o644);
-        let leftovers: Vec<_> = std::fs::read_dir(dir.path()).unwrap().filter_map(|e| e.ok()).filter(|e| e.file_name().to_string_lossy().starts_with('.')).collect();
+        assert_eq!(
+            std::fs::metadata(&out).unwrap().permissions().mode() & 0o777,
+            0o644
+        );
+        let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_name().to_string_lossy().starts_with('.'))
+            .collect();
         assert!(leftovers.is_empty(), "no temp files left");
 
         let other = dir.path().join("other.json");
         std::fs::write(&other, "{\"format\": \"tracerd-dump\", \"version\": 1}").unwrap();
         let e = format!("{:#}", load(&other).unwrap_err());
-        assert!(e.contains("other.json") && e.contains("not a reproducer profile"), "{e}");
+        assert!(
+            e.contains("other.json") && e.contains("not a reproducer profile"),
+            "{e}"
+        );
         std::fs::write(&other, "not json").unwrap();
         assert!(format!("{:#}", load(&other).unwrap_err()).contains("not a reproducer profile"));
         std::fs::write(&other, "{\"format\": \"reproducer-profile\", \"version\": 2}").unwrap();

@@ -58,12 +58,27 @@ impl Timeline {
 
     fn add(&mut self, index: usize, path: &Path, dump: &Dump, scenario: Option<&Scenario>) -> Result<()> {
         let meta = &dump.meta;
-        let map = scenario.map(|s| NodeMap::build_for(s, meta, &[])).unwrap_or_default();
-        let mapped = meta.processes.iter().filter(|p| map.node(p.pid).is_some()).count();
+        let map = scenario
+            .map(|s| NodeMap::build_for(s, meta, &[]))
+            .unwrap_or_default();
+        let mapped = meta
+            .processes
+            .iter()
+            .filter(|p| map.node(p.pid).is_some())
+            .count();
         if let Some(s) = scenario {
             if mapped == 0 {
-                let seen: Vec<String> = meta.processes.iter().take(6).map(|p| format!("{} ({})", p.pid, p.comm)).collect();
-                let ambiguous = if map.ambiguous.is_empty() { String::new() } else { "; several nodes run the same program: give each a `match`".to_string() };
+                let seen: Vec<String> = meta
+                    .processes
+                    .iter()
+                    .take(6)
+                    .map(|p| format!("{} ({})", p.pid, p.comm))
+                    .collect();
+                let ambiguous = if map.ambiguous.is_empty() {
+                    String::new()
+                } else {
+                    "; several nodes run the same program: give each a `match`".to_string()
+                };
                 bail!(
                     "dump {}: none of its {} processes is a node of scenario {} (processes: {}; nodes run: {}){ambiguous}",
                     path.display(),
@@ -95,7 +110,12 @@ impl Timeline {
             taken_ns: meta.clock.realtime_ns,
             lost_events: lost,
         });
-        self.events.extend(events.into_iter().map(|event| TimedEvent { at_ns: event.realtime_ns, node: map.node(event.pid), dump: index, event }));
+        self.events.extend(events.into_iter().map(|event| TimedEvent {
+            at_ns: event.realtime_ns,
+            node: map.node(event.pid),
+            dump: index,
+            event,
+        }));
         Ok(())
     }
 

@@ -17,7 +17,11 @@ pub fn resolve_binary(cmd: &str) -> PathBuf {
         return PathBuf::from(cmd);
     }
     std::env::var_os("PATH")
-        .and_then(|paths| std::env::split_paths(&paths).map(|d| d.join(cmd)).find(|p| p.is_file()))
+        .and_then(|paths| {
+            std::env::split_paths(&paths)
+                .map(|d| d.join(cmd))
+                .find(|p| p.is_file())
+        })
         .unwrap_or_else(|| PathBuf::from(cmd))
 }
 
@@ -30,7 +34,8 @@ fn file_name(s: &str) -> &str {
 pub fn local_spec(scenario: &Scenario, node: usize, spec: &str) -> String {
     match spec.rsplit_once(':') {
         Some((binary, symbol))
-            if file_name(binary) == file_name(&scenario.nodes[node].command[0]) || !Path::new(binary).exists() =>
+            if file_name(binary) == file_name(&scenario.nodes[node].command[0])
+                || !Path::new(binary).exists() =>
         {
             symbol.to_string()
         }

@@ -17,10 +17,24 @@ use crate::analysis::programs::is_wrapper;
 /// What a planned fault does, in kernel terms.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Planned {
-    Syscall { nr: u32, errno: i32, path: Option<String>, nth: u32 },
-    Crash { signal: u32 },
-    Pause { signal: u32, duration: Duration },
-    Partition { peers: Vec<usize>, direction: Direction, duration: Duration },
+    Syscall {
+        nr: u32,
+        errno: i32,
+        path: Option<String>,
+        nth: u32,
+    },
+    Crash {
+        signal: u32,
+    },
+    Pause {
+        signal: u32,
+        duration: Duration,
+    },
+    Partition {
+        peers: Vec<usize>,
+        direction: Direction,
+        duration: Duration,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -59,8 +73,12 @@ impl FaultPlan {
     /// Checks `schedule` against `scenario`; errors name the fault and field (and the line,
     /// when `origin` has the file's text).
     pub fn new(schedule: &Schedule, scenario: &Scenario, origin: &Origin) -> Result<FaultPlan> {
-        let faults =
-            schedule.faults.iter().enumerate().map(|(i, f)| plan_fault(f, i, scenario, origin)).collect::<Result<_>>()?;
+        let faults = schedule
+            .faults
+            .iter()
+            .enumerate()
+            .map(|(i, f)| plan_fault(f, i, scenario, origin))
+            .collect::<Result<_>>()?;
         Ok(FaultPlan { faults })
     }
 
@@ -84,8 +102,17 @@ impl FaultPlan {
                     known.insert(binary.clone(), names);
                 }
                 if !known[&binary].contains(symbol) {
-                    let hint = if is_wrapper(&binary) { "; the node's program is a wrapper: write BINARY:SYMBOL" } else { "" };
-                    bail!("{}: no function '{symbol}' in {} ({} functions){hint}", at(), binary.display(), known[&binary].len());
+                    let hint = if is_wrapper(&binary) {
+                        "; the node's program is a wrapper: write BINARY:SYMBOL"
+                    } else {
+                        ""
+                    };
+                    bail!(
+                        "{}: no function '{symbol}' in {} ({} functions){hint}",
+                        at(),
+                        binary.display(),
+                        known[&binary].len()
+                    );
                 }
             }
         }
@@ -104,13 +131,19 @@ impl FaultPlan {
 /// Every function name `binary` defines, aliases included (.symtab, .dynsym, Go's table):
 /// the names a uprobe can be attached by.
 fn function_names(binary: &Path) -> Result<HashSet<String>> {
-    Ok(tracedump::elf::Binary::read(binary)?.functions()?.into_iter().map(|d| d.symbol.name).collect())
+    Ok(tracedump::elf::Binary::read(binary)?
+        .functions()?
+        .into_iter()
+        .map(|d| d.symbol.name)
+        .collect())
 }
 
 fn plan_fault(f: &Fault, index: usize, scenario: &Scenario, origin: &Origin) -> Result<PlannedFault> {
     let at = |field: &str| origin.at(index, field);
     let node_of = |name: &str, field: &str| {
-        scenario.node_index(name).ok_or_else(|| anyhow!("{}: no node '{name}' in scenario {}", at(field), scenario.name))
+        scenario
+            .node_index(name)
+            .ok_or_else(|| anyhow!("{}: no node '{name}' in scenario {}", at(field), scenario.name))
     };
     let node = node_of(&f.node, "node")?;
     let signal = |name: &Option<String>, default: &str| {
@@ -118,29 +151,57 @@ fn plan_fault(f: &Fault, index: usize, scenario: &Scenario, origin: &Origin) -> 
         signal_number(name).ok_or_else(|| anyhow!("{}: unknown signal '{name}'", at("signal")))
     };
     let action = match &f.action {
-        Action::Syscall { syscall, errno, path, nth } => Planned::Syscall {
-            nr: syscall_number(syscall).ok_or_else(|| anyhow!("{}: unknown syscall '{syscall}'", at("syscall")))?,
-            errno: errno_number(errno).ok_or_else(|| anyhow!("{}: unknown errno '{errno}'", at("errno")))? as i32,
+        Action::Syscall {
+            syscall,
+            errno,
+            path,
+            nth,
+        } => Planned::Syscall {
+            nr: syscall_number(syscall)
+                .ok_or_else(|| anyhow!("{}: unknown syscall '{syscall}'", at("syscall")))?,
+            errno: errno_number(errno).ok_or_else(|| anyhow!("{}: unknown errno '{errno}'", at("errno")))?
+                as i32,
             path: path.clone(),
             nth: *nth,
         },
-        Action::Crash { signal: s } => Planned::Crash { signal: signal(s, "SIGKILL")? },
-        Action::Pause { signal: s, duration_ms } => {
-            Planned::Pause { signal: signal(s, "SIGSTOP")?, duration: Duration::from_millis(*duration_ms) }
-        }
-        Action::Partition { peers, direction, duration_ms } => {
+        Action::Crash { signal: s } => Planned::Crash {
+            signal: signal(s, "SIGKILL")?,
+        },
+        Action::Pause {
+            signal: s,
+            duration_ms,
+        } => Planned::Pause {
+            signal: signal(s, "SIGSTOP")?,
+            duration: Duration::from_millis(*duration_ms),
+        },
+        Action::Partition {
+            peers,
+            direction,
+            duration_ms,
+        } => {
             let mut indexes = Vec::new();
             for p in peers {
                 let i = node_of(p, "peers")?;
                 if scenario.nodes[i].address.is_none() || scenario.nodes[node].address.is_none() {
-                    bail!("{}: partitions need both nodes to have an address (their own network namespace)", at("peers"));
+                    bail!(
+                        "{}: partitions need both nodes to have an address (their own network namespace)",
+                        at("peers")
+                    );
                 }
                 indexes.push(i);
             }
-            Planned::Partition { peers: indexes, direction: *direction, duration: Duration::from_millis(*duration_ms) }
+            Planned::Partition {
+                peers: indexes,
+                direction: *direction,
+                duration: Duration::from_millis(*duration_ms),
+            }
         }
     };
-    Ok(PlannedFault { fault: f.clone(), node, action })
+    Ok(PlannedFault {
+        fault: f.clone(),
+        node,
+        action,
+    })
 }
 
 #[cfg(test)]
@@ -153,7 +214,11 @@ mod tests {
 
     fn plan(schedule: &str) -> Result<FaultPlan> {
         let scenario = Scenario::parse(SCENARIO, "sc.toml").unwrap();
-        FaultPlan::new(&Schedule::parse(schedule, "s.toml")?, &scenario, &Origin::file("s.toml", schedule))
+        FaultPlan::new(
+            &Schedule::parse(schedule, "s.toml")?,
+            &scenario,
+            &Origin::file("s.toml", schedule),
+        )
     }
 
     #[test]
@@ -165,30 +230,84 @@ mod tests {
         )
         .unwrap();
         assert_eq!(p.faults[0].node, 1);
-        assert_eq!(p.faults[0].action, Planned::Syscall { nr: 1, errno: 28, path: None, nth: 1 });
-        assert_eq!(p.faults[1].action, Planned::Pause { signal: 19, duration: Duration::from_millis(20) });
+        assert_eq!(
+            p.faults[0].action,
+            Planned::Syscall {
+                nr: 1,
+                errno: 28,
+                path: None,
+                nth: 1
+            }
+        );
+        assert_eq!(
+            p.faults[1].action,
+            Planned::Pause {
+                signal: 19,
+                duration: Duration::from_millis(20)
+            }
+        );
         assert_eq!(p.faults[1].signal(), Some(19));
-        assert_eq!(p.faults[2].action, Planned::Partition { peers: vec![1], direction: Direction::Both, duration: Duration::from_millis(30) });
+        assert_eq!(
+            p.faults[2].action,
+            Planned::Partition {
+                peers: vec![1],
+                direction: Direction::Both,
+                duration: Duration::from_millis(30)
+            }
+        );
         let crash = plan("[[faults]]\nnode = \"db1\"\nkind = \"crash\"\n").unwrap();
         assert_eq!(crash.faults[0].action, Planned::Crash { signal: 9 });
     }
 
     #[test]
     fn names_the_line_of_what_the_scenario_does_not_know() {
-        let e = plan("[[faults]]\nnode = \"db1\"\nkind = \"syscall\"\nsyscall = \"wrte\"\nerrno = \"ENOSPC\"\n").unwrap_err().to_string();
-        assert_eq!(e, "schedule s.toml, line 4: fault 1 field syscall: unknown syscall 'wrte'");
-        let e = plan("[[faults]]\nnode = \"db9\"\nkind = \"crash\"\n").unwrap_err().to_string();
-        assert_eq!(e, "schedule s.toml, line 2: fault 1 field node: no node 'db9' in scenario kv");
-        let e = plan("[[faults]]\nnode = \"db1\"\nkind = \"crash\"\nsignal = \"SIGNOPE\"\n").unwrap_err().to_string();
-        assert!(e.contains("line 4") && e.contains("unknown signal 'SIGNOPE'"), "{e}");
-        let e = plan("[[faults]]\nnode = \"db1\"\nkind = \"syscall\"\nsyscall = \"write\"\nerrno = \"EWHAT\"\n").unwrap_err().to_string();
+        let e =
+            plan("[[faults]]\nnode = \"db1\"\nkind = \"syscall\"\nsyscall = \"wrte\"\nerrno = \"ENOSPC\"\n")
+                .unwrap_err()
+                .to_string();
+        assert_eq!(
+            e,
+            "schedule s.toml, line 4: fault 1 field syscall: unknown syscall 'wrte'"
+        );
+        let e = plan("[[faults]]\nnode = \"db9\"\nkind = \"crash\"\n")
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "schedule s.toml, line 2: fault 1 field node: no node 'db9' in scenario kv"
+        );
+        let e = plan("[[faults]]\nnode = \"db1\"\nkind = \"crash\"\nsignal = \"SIGNOPE\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("line 4") && e.contains("unknown signal 'SIGNOPE'"),
+            "{e}"
+        );
+        let e =
+            plan("[[faults]]\nnode = \"db1\"\nkind = \"syscall\"\nsyscall = \"write\"\nerrno = \"EWHAT\"\n")
+                .unwrap_err()
+                .to_string();
         assert!(e.contains("line 5") && e.contains("EWHAT"), "{e}");
-        let e = plan("[[faults]]\nnode = \"db1\"\nkind = \"partition\"\npeers = [\"cli\"]\nduration_ms = 5\n").unwrap_err().to_string();
-        assert!(e.contains("line 4") && e.contains("both nodes to have an address"), "{e}");
+        let e =
+            plan("[[faults]]\nnode = \"db1\"\nkind = \"partition\"\npeers = [\"cli\"]\nduration_ms = 5\n")
+                .unwrap_err()
+                .to_string();
+        assert!(
+            e.contains("line 4") && e.contains("both nodes to have an address"),
+            "{e}"
+        );
         let schedule = Schedule::parse("[[faults]]\nnode = \"db9\"\nkind = \"crash\"\n", "x").unwrap();
         let scenario = Scenario::parse(SCENARIO, "sc.toml").unwrap();
-        let origin = Origin { name: "of the search".into(), text: None };
-        let e = FaultPlan::new(&schedule, &scenario, &origin).unwrap_err().to_string();
-        assert_eq!(e, "schedule of the search: fault 1 field node: no node 'db9' in scenario kv");
+        let origin = Origin {
+            name: "of the search".into(),
+            text: None,
+        };
+        let e = FaultPlan::new(&schedule, &scenario, &origin)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "schedule of the search: fault 1 field node: no node 'db9' in scenario kv"
+        );
     }
 }

@@ -123,12 +123,14 @@ impl Placeholders {
 
 impl Scenario {
     pub fn load(path: &Path) -> Result<Scenario> {
-        let text = std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("scenario {}: {e}", path.display()))?;
+        let text =
+            std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("scenario {}: {e}", path.display()))?;
         Self::parse(&text, &path.display().to_string())
     }
 
     pub fn parse(text: &str, origin: &str) -> Result<Scenario> {
-        let s: Scenario = toml::from_str(text).map_err(|e| toml_error(&e, text, &format!("scenario {origin}")))?;
+        let s: Scenario =
+            toml::from_str(text).map_err(|e| toml_error(&e, text, &format!("scenario {origin}")))?;
         s.validate(text, origin)?;
         Ok(s)
     }
@@ -139,7 +141,12 @@ impl Scenario {
 
     /// The node whose `address` is `ip`.
     pub fn node_at(&self, ip: std::net::IpAddr) -> Option<usize> {
-        self.nodes.iter().position(|n| n.address.as_deref().and_then(|a| a.parse::<std::net::IpAddr>().ok()) == Some(ip))
+        self.nodes.iter().position(|n| {
+            n.address
+                .as_deref()
+                .and_then(|a| a.parse::<std::net::IpAddr>().ok())
+                == Some(ip)
+        })
     }
 
     fn validate(&self, text: &str, origin: &str) -> Result<()> {
@@ -155,13 +162,21 @@ impl Scenario {
         }
         let mut prefix: Option<[u8; 3]> = None;
         // a dry expansion with every node known catches unknown placeholders before any run
-        let mut probe = Placeholders { workdir: "/w".into(), ..Default::default() };
+        let mut probe = Placeholders {
+            workdir: "/w".into(),
+            ..Default::default()
+        };
         for n in &self.nodes {
             probe.addresses.insert(n.name.clone(), "10.0.0.1".into());
             probe.pids.insert(n.name.clone(), 1);
         }
         for (i, n) in self.nodes.iter().enumerate() {
-            if n.name.is_empty() || !n.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+            if n.name.is_empty()
+                || !n
+                    .name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+            {
                 bail!("{}: '{}' must be letters, digits, - or _", at(i, "name"), n.name);
             }
             if self.nodes[..i].iter().any(|m| m.name == n.name) {
@@ -171,15 +186,23 @@ impl Scenario {
                 bail!("{}: empty command", at(i, "command"));
             }
             if let Some(addr) = &n.address {
-                let ip: Ipv4Addr = addr.parse().map_err(|_| anyhow::anyhow!("{}: '{addr}' is not an IPv4 address", at(i, "address")))?;
+                let ip: Ipv4Addr = addr
+                    .parse()
+                    .map_err(|_| anyhow::anyhow!("{}: '{addr}' is not an IPv4 address", at(i, "address")))?;
                 let o = ip.octets();
                 let p = [o[0], o[1], o[2]];
                 if o[3] == 0 || o[3] >= 254 {
-                    bail!("{}: {addr}: the host part must be 1..253 (.254 is the test bridge)", at(i, "address"));
+                    bail!(
+                        "{}: {addr}: the host part must be 1..253 (.254 is the test bridge)",
+                        at(i, "address")
+                    );
                 }
                 match prefix {
                     None => prefix = Some(p),
-                    Some(q) if q != p => bail!("{}: {addr}: all node addresses must share one /24", at(i, "address")),
+                    Some(q) if q != p => bail!(
+                        "{}: {addr}: all node addresses must share one /24",
+                        at(i, "address")
+                    ),
                     _ => {}
                 }
                 if self.nodes[..i].iter().any(|m| m.address.as_deref() == Some(addr)) {
@@ -187,10 +210,13 @@ impl Scenario {
                 }
             }
             for arg in n.command.iter().chain(n.ready.iter().flatten()) {
-                probe.expand(arg).map_err(|e| anyhow::anyhow!("{}: {e}", at(i, "command")))?;
+                probe
+                    .expand(arg)
+                    .map_err(|e| anyhow::anyhow!("{}: {e}", at(i, "command")))?;
             }
             if let Some(user) = &n.user {
-                crate::testbed::runas::RunAs::lookup(user).map_err(|e| anyhow::anyhow!("{}: {e}", at(i, "user")))?;
+                crate::testbed::runas::RunAs::lookup(user)
+                    .map_err(|e| anyhow::anyhow!("{}: {e}", at(i, "user")))?;
             }
         }
         self.validate_setup(text, origin, &probe)?;
@@ -199,7 +225,9 @@ impl Scenario {
                 bail!("scenario {origin}: [{what}] command is empty");
             }
             for arg in &c.command {
-                probe.expand(arg).map_err(|e| anyhow::anyhow!("scenario {origin}: [{what}] command: {e}"))?;
+                probe
+                    .expand(arg)
+                    .map_err(|e| anyhow::anyhow!("scenario {origin}: [{what}] command: {e}"))?;
             }
         }
         Ok(())
@@ -211,19 +239,25 @@ impl Scenario {
             None => format!("scenario {origin}: setup {} field {field}", i + 1),
         };
         // setup runs before any node: no {node.NAME.pid} yet
-        let before_nodes = Placeholders { pids: HashMap::new(), ..probe.clone() };
+        let before_nodes = Placeholders {
+            pids: HashMap::new(),
+            ..probe.clone()
+        };
         for (i, step) in self.setup.iter().enumerate() {
             if step.command.is_empty() {
                 bail!("{}: empty command", at(i, "command"));
             }
             for arg in &step.command {
-                before_nodes.expand(arg).map_err(|e| anyhow::anyhow!("{}: {e}", at(i, "command")))?;
+                before_nodes
+                    .expand(arg)
+                    .map_err(|e| anyhow::anyhow!("{}: {e}", at(i, "command")))?;
             }
             if step.timeout_s == 0 {
                 bail!("{}: must be positive", at(i, "timeout_s"));
             }
             if let Some(user) = &step.user {
-                crate::testbed::runas::RunAs::lookup(user).map_err(|e| anyhow::anyhow!("{}: {e}", at(i, "user")))?;
+                crate::testbed::runas::RunAs::lookup(user)
+                    .map_err(|e| anyhow::anyhow!("{}: {e}", at(i, "user")))?;
             }
         }
         Ok(())
@@ -259,10 +293,16 @@ command = ["true"]
     fn parses_and_expands() {
         let s = Scenario::parse(GOOD, "t").unwrap();
         assert_eq!(s.run_timeout_s, 60);
-        let mut p = Placeholders { workdir: "/srv/w".into(), ..Default::default() };
+        let mut p = Placeholders {
+            workdir: "/srv/w".into(),
+            ..Default::default()
+        };
         p.addresses.insert("db1".into(), "10.213.0.11".into());
         p.pids.insert("db1".into(), 42);
-        assert_eq!(p.expand("{workdir}/x-{node.db1.address}:{node.db1.pid}").unwrap(), "/srv/w/x-10.213.0.11:42");
+        assert_eq!(
+            p.expand("{workdir}/x-{node.db1.address}:{node.db1.pid}").unwrap(),
+            "/srv/w/x-10.213.0.11:42"
+        );
     }
 
     #[test]
@@ -281,20 +321,41 @@ command = ["true"]
     #[test]
     fn setup_and_user_are_checked_where_written() {
         let with = |extra: &str| format!("{extra}\n{}", GOOD.replace("name = \"kv\"\n", ""));
-        let ok = Scenario::parse(&with("name = \"kv\"\n[[setup]]\ncommand = [\"initdb\", \"{workdir}/db1\"]\nuser = \"nobody\"\n"), "s").unwrap();
+        let ok = Scenario::parse(
+            &with("name = \"kv\"\n[[setup]]\ncommand = [\"initdb\", \"{workdir}/db1\"]\nuser = \"nobody\"\n"),
+            "s",
+        )
+        .unwrap();
         assert_eq!(ok.setup[0].timeout_s, 60);
         assert!(ok.has_users());
         for (extra, needle) in [
-            ("[[setup]]\ncommand = []", "line 3: setup 1 field command: empty command"),
-            ("[[setup]]\ncommand = [\"x\"]\nuser = \"no-such-user-here\"", "line 4: setup 1 field user: no user"),
-            ("[[setup]]\ncommand = [\"x\", \"{node.db1.pid}\"]", "setup 1 field command: placeholder {node.db1.pid}"),
-            ("[[setup]]\ncommand = [\"x\"]\ntimeout_s = 0", "line 4: setup 1 field timeout_s"),
+            (
+                "[[setup]]\ncommand = []",
+                "line 3: setup 1 field command: empty command",
+            ),
+            (
+                "[[setup]]\ncommand = [\"x\"]\nuser = \"no-such-user-here\"",
+                "line 4: setup 1 field user: no user",
+            ),
+            (
+                "[[setup]]\ncommand = [\"x\", \"{node.db1.pid}\"]",
+                "setup 1 field command: placeholder {node.db1.pid}",
+            ),
+            (
+                "[[setup]]\ncommand = [\"x\"]\ntimeout_s = 0",
+                "line 4: setup 1 field timeout_s",
+            ),
         ] {
-            let e = Scenario::parse(&format!("name = \"kv\"\n{}", with(extra)), "s.toml").unwrap_err().to_string();
+            let e = Scenario::parse(&format!("name = \"kv\"\n{}", with(extra)), "s.toml")
+                .unwrap_err()
+                .to_string();
             assert!(e.contains(needle), "{extra}: {e}");
         }
         let bad = GOOD.replace("name = \"db2\"", "name = \"db2\"\nuser = \"no-such-user-here\"");
         let e = Scenario::parse(&bad, "s.toml").unwrap_err().to_string();
-        assert!(e.contains("line 9") && e.contains("node 2 field user") && e.contains("no-such-user-here"), "{e}");
+        assert!(
+            e.contains("line 9") && e.contains("node 2 field user") && e.contains("no-such-user-here"),
+            "{e}"
+        );
     }
 }

@@ -53,12 +53,24 @@ pub struct Context {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Action {
     /// the Nth matching call (since the previous fault) fails with `errno` without running
-    Syscall { syscall: String, errno: String, path: Option<String>, nth: u32 },
+    Syscall {
+        syscall: String,
+        errno: String,
+        path: Option<String>,
+        nth: u32,
+    },
     /// default SIGKILL
     Crash { signal: Option<String> },
     /// default SIGSTOP; SIGCONT after `duration_ms`
-    Pause { signal: Option<String>, duration_ms: u64 },
-    Partition { peers: Vec<String>, direction: Direction, duration_ms: u64 },
+    Pause {
+        signal: Option<String>,
+        duration_ms: u64,
+    },
+    Partition {
+        peers: Vec<String>,
+        direction: Direction,
+        duration_ms: u64,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -94,13 +106,24 @@ pub struct Origin {
 
 impl Origin {
     pub fn file(name: &str, text: &str) -> Origin {
-        Origin { name: name.to_string(), text: Some(text.to_string()) }
+        Origin {
+            name: name.to_string(),
+            text: Some(text.to_string()),
+        }
     }
 
     /// "schedule FILE, line L: fault N field F"
     pub fn at(&self, index: usize, field: &str) -> String {
-        match self.text.as_deref().and_then(|t| line_of_key(t, "faults", index, field)) {
-            Some(l) => format!("schedule {}, line {l}: fault {} field {field}", self.name, index + 1),
+        match self
+            .text
+            .as_deref()
+            .and_then(|t| line_of_key(t, "faults", index, field))
+        {
+            Some(l) => format!(
+                "schedule {}, line {l}: fault {} field {field}",
+                self.name,
+                index + 1
+            ),
             None => format!("schedule {}: fault {} field {field}", self.name, index + 1),
         }
     }
@@ -151,7 +174,11 @@ impl Entry {
         let kind = self.kind;
         let only = |present: bool, field: &str, kinds: &str| -> Result<()> {
             if present {
-                bail!("{}: {field} applies to {kinds} faults only, not to a {} fault", at(field), kind.name());
+                bail!(
+                    "{}: {field} applies to {kinds} faults only, not to a {} fault",
+                    at(field),
+                    kind.name()
+                );
             }
             Ok(())
         };
@@ -159,9 +186,17 @@ impl Entry {
             bail!("{}: nth counts from 1", at("nth"));
         }
         if self.offset.is_some() && self.after_functions.is_empty() {
-            bail!("{}: an offset needs after_functions (it is an offset into the last one)", at("offset"));
+            bail!(
+                "{}: an offset needs after_functions (it is an offset into the last one)",
+                at("offset")
+            );
         }
-        let syscall_only = [("syscall", self.syscall.is_some()), ("errno", self.errno.is_some()), ("path", self.path.is_some()), ("nth", self.nth != 1)];
+        let syscall_only = [
+            ("syscall", self.syscall.is_some()),
+            ("errno", self.errno.is_some()),
+            ("path", self.path.is_some()),
+            ("nth", self.nth != 1),
+        ];
         if kind != FaultKind::Syscall {
             for (field, present) in syscall_only {
                 only(present, field, "syscall")?;
@@ -177,28 +212,61 @@ impl Entry {
             only(!self.peers.is_empty(), "peers", "partition")?;
             only(self.direction.is_some(), "direction", "partition")?;
         }
-        let duration = |what: &str| self.duration_ms.ok_or_else(|| anyhow!("{}: a {what} needs duration_ms", at("duration_ms")));
+        let duration = |what: &str| {
+            self.duration_ms
+                .ok_or_else(|| anyhow!("{}: a {what} needs duration_ms", at("duration_ms")))
+        };
         let action = match kind {
             FaultKind::Syscall => {
                 if self.offset.is_some() {
-                    bail!("{}: syscall faults fire at the call itself; offset is for crash and pause", at("offset"));
+                    bail!(
+                        "{}: syscall faults fire at the call itself; offset is for crash and pause",
+                        at("offset")
+                    );
                 }
-                let syscall = self.syscall.clone().ok_or_else(|| anyhow!("{}: a syscall fault needs syscall", at("syscall")))?;
-                let errno = self.errno.clone().ok_or_else(|| anyhow!("{}: a syscall fault needs errno", at("errno")))?;
-                Action::Syscall { syscall, errno, path: self.path.clone(), nth: self.nth }
+                let syscall = self
+                    .syscall
+                    .clone()
+                    .ok_or_else(|| anyhow!("{}: a syscall fault needs syscall", at("syscall")))?;
+                let errno = self
+                    .errno
+                    .clone()
+                    .ok_or_else(|| anyhow!("{}: a syscall fault needs errno", at("errno")))?;
+                Action::Syscall {
+                    syscall,
+                    errno,
+                    path: self.path.clone(),
+                    nth: self.nth,
+                }
             }
-            FaultKind::Crash => Action::Crash { signal: self.signal.clone() },
-            FaultKind::Pause => Action::Pause { signal: self.signal.clone(), duration_ms: duration("pause")? },
+            FaultKind::Crash => Action::Crash {
+                signal: self.signal.clone(),
+            },
+            FaultKind::Pause => Action::Pause {
+                signal: self.signal.clone(),
+                duration_ms: duration("pause")?,
+            },
             FaultKind::Partition => {
                 let duration_ms = duration("partition")?;
                 if self.peers.is_empty() {
                     bail!("{}: a partition needs peers", at("peers"));
                 }
-                Action::Partition { peers: self.peers.clone(), direction: self.direction.unwrap_or_default(), duration_ms }
+                Action::Partition {
+                    peers: self.peers.clone(),
+                    direction: self.direction.unwrap_or_default(),
+                    duration_ms,
+                }
             }
         };
-        let context = Context { after_functions: self.after_functions, offset: self.offset };
-        Ok(Fault { node: self.node, context, action })
+        let context = Context {
+            after_functions: self.after_functions,
+            offset: self.offset,
+        };
+        Ok(Fault {
+            node: self.node,
+            context,
+            action,
+        })
     }
 
     fn of(f: &Fault) -> Entry {
@@ -217,7 +285,12 @@ impl Entry {
             direction: None,
         };
         match &f.action {
-            Action::Syscall { syscall, errno, path, nth } => {
+            Action::Syscall {
+                syscall,
+                errno,
+                path,
+                nth,
+            } => {
                 e.syscall = Some(syscall.clone());
                 e.errno = Some(errno.clone());
                 e.path = path.clone();
@@ -228,7 +301,11 @@ impl Entry {
                 e.signal = signal.clone();
                 e.duration_ms = Some(*duration_ms);
             }
-            Action::Partition { peers, direction, duration_ms } => {
+            Action::Partition {
+                peers,
+                direction,
+                duration_ms,
+            } => {
                 e.peers = peers.clone();
                 e.direction = Some(*direction);
                 e.duration_ms = Some(*duration_ms);
@@ -247,15 +324,23 @@ impl Schedule {
     }
 
     pub fn parse(text: &str, name: &str) -> Result<Schedule> {
-        let file: File = toml::from_str(text).map_err(|e| toml_error(&e, text, &format!("schedule {name}")))?;
+        let file: File =
+            toml::from_str(text).map_err(|e| toml_error(&e, text, &format!("schedule {name}")))?;
         let origin = Origin::file(name, text);
-        let faults = file.faults.into_iter().enumerate().map(|(i, e)| e.into_fault(i, &origin)).collect::<Result<_>>()?;
+        let faults = file
+            .faults
+            .into_iter()
+            .enumerate()
+            .map(|(i, e)| e.into_fault(i, &origin))
+            .collect::<Result<_>>()?;
         Ok(Schedule { faults })
     }
 
     /// The schedule as a file users can read, edit and replay.
     pub fn to_toml(&self) -> String {
-        let file = File { faults: self.faults.iter().map(Entry::of).collect() };
+        let file = File {
+            faults: self.faults.iter().map(Entry::of).collect(),
+        };
         // a struct of strings, numbers and lists always serializes
         toml::to_string(&file).unwrap_or_default()
     }
@@ -298,11 +383,46 @@ direction = "out"
     fn parses_every_kind_and_round_trips() {
         let s = Schedule::parse(ALL_KINDS, "s.toml").unwrap();
         let kinds: Vec<FaultKind> = s.faults.iter().map(Fault::kind).collect();
-        assert_eq!(kinds, [FaultKind::Syscall, FaultKind::Crash, FaultKind::Pause, FaultKind::Partition]);
-        assert_eq!(s.faults[0].action, Action::Syscall { syscall: "write".into(), errno: "ENOSPC".into(), path: Some("{workdir}/db1/*".into()), nth: 3 });
-        assert_eq!(s.faults[1].context, Context { after_functions: vec!["a".into(), "b".into()], offset: Some(12) });
-        assert_eq!(s.faults[2].action, Action::Pause { signal: None, duration_ms: 2000 });
-        assert_eq!(s.faults[3].action, Action::Partition { peers: vec!["db2".into()], direction: Direction::Out, duration_ms: 5000 });
+        assert_eq!(
+            kinds,
+            [
+                FaultKind::Syscall,
+                FaultKind::Crash,
+                FaultKind::Pause,
+                FaultKind::Partition
+            ]
+        );
+        assert_eq!(
+            s.faults[0].action,
+            Action::Syscall {
+                syscall: "write".into(),
+                errno: "ENOSPC".into(),
+                path: Some("{workdir}/db1/*".into()),
+                nth: 3
+            }
+        );
+        assert_eq!(
+            s.faults[1].context,
+            Context {
+                after_functions: vec!["a".into(), "b".into()],
+                offset: Some(12)
+            }
+        );
+        assert_eq!(
+            s.faults[2].action,
+            Action::Pause {
+                signal: None,
+                duration_ms: 2000
+            }
+        );
+        assert_eq!(
+            s.faults[3].action,
+            Action::Partition {
+                peers: vec!["db2".into()],
+                direction: Direction::Out,
+                duration_ms: 5000
+            }
+        );
         assert_eq!(Schedule::parse(&s.to_toml(), "again").unwrap(), s);
         assert_eq!(Schedule::parse("", "empty").unwrap(), Schedule::default());
     }
@@ -311,8 +431,14 @@ direction = "out"
     fn writes_the_format_users_write() {
         let s = Schedule::parse(ALL_KINDS, "s.toml").unwrap();
         let text = s.to_toml();
-        assert!(text.starts_with("[[faults]]\nnode = \"db1\"\nkind = \"syscall\"\nsyscall = \"write\"\n"), "{text}");
-        assert!(text.contains("kind = \"crash\"\nnth = 1\nafter_functions = [\"a\", \"b\"]\noffset = 12\n"), "{text}");
+        assert!(
+            text.starts_with("[[faults]]\nnode = \"db1\"\nkind = \"syscall\"\nsyscall = \"write\"\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("kind = \"crash\"\nnth = 1\nafter_functions = [\"a\", \"b\"]\noffset = 12\n"),
+            "{text}"
+        );
     }
 
     fn error(text: &str) -> String {
@@ -322,22 +448,34 @@ direction = "out"
     #[test]
     fn mistakes_name_line_and_field() {
         let e = error("[[faults]]\nnode = \"a\"\nkind = \"syscall\"\nerrno = \"EIO\"\n");
-        assert_eq!(e, "schedule s.toml: fault 1 field syscall: a syscall fault needs syscall");
+        assert_eq!(
+            e,
+            "schedule s.toml: fault 1 field syscall: a syscall fault needs syscall"
+        );
         let e = error("[[faults]]\nnode = \"a\"\nkind = \"crash\"\nerrno = \"EIO\"\n");
         assert_eq!(e, "schedule s.toml, line 4: fault 1 field errno: errno applies to syscall faults only, not to a crash fault");
         let e = error("[[faults]]\nnode = \"a\"\nkind = \"crash\"\nnth = 2\n");
-        assert!(e.contains("line 4") && e.contains("nth applies to syscall faults only"), "{e}");
+        assert!(
+            e.contains("line 4") && e.contains("nth applies to syscall faults only"),
+            "{e}"
+        );
         let e = error("[[faults]]\nnode = \"a\"\nkind = \"pause\"\n");
         assert!(e.contains("a pause needs duration_ms"), "{e}");
         let e = error("[[faults]]\nnode = \"a\"\nkind = \"partition\"\nduration_ms = 5\n");
         assert!(e.contains("a partition needs peers"), "{e}");
         let e = error("[[faults]]\nnode = \"a\"\nkind = \"syscall\"\nsyscall = \"write\"\nerrno = \"EIO\"\nafter_functions = [\"f\"]\noffset = 3\n");
-        assert!(e.contains("line 7") && e.contains("offset is for crash and pause"), "{e}");
+        assert!(
+            e.contains("line 7") && e.contains("offset is for crash and pause"),
+            "{e}"
+        );
         let e = error("[[faults]]\nnode = \"a\"\nkind = \"crash\"\noffset = 3\n");
         assert!(e.contains("an offset needs after_functions"), "{e}");
         let e = error("[[faults]]\nnode = \"a\"\nkind = \"crash\"\nsignal = \"SIGKILL\"\n\n[[faults]]\nnode = \"b\"\nkind = \"crash\"\npeers = [\"a\"]\n");
         assert_eq!(e, "schedule s.toml, line 9: fault 2 field peers: peers applies to partition faults only, not to a crash fault");
         let e = error("[[faults]]\nnode = \"a\"\nkind = \"explode\"\n");
-        assert!(e.starts_with("schedule s.toml, line 3:") && e.contains("explode"), "{e}");
+        assert!(
+            e.starts_with("schedule s.toml, line 3:") && e.contains("explode"),
+            "{e}"
+        );
     }
 }

@@ -44,15 +44,29 @@ pub struct AttemptLog {
 
 impl AttemptLog {
     pub fn create(out: &Path, keep_bytes: u64) -> Result<AttemptLog> {
-        std::fs::create_dir_all(out.join("attempts")).with_context(|| format!("output directory {}", out.display()))?;
-        Ok(AttemptLog { out: out.to_path_buf(), attempts: Vec::new(), keep_bytes, kept_runs: Vec::new(), pruned: Pruned::default() })
+        std::fs::create_dir_all(out.join("attempts"))
+            .with_context(|| format!("output directory {}", out.display()))?;
+        Ok(AttemptLog {
+            out: out.to_path_buf(),
+            attempts: Vec::new(),
+            keep_bytes,
+            kept_runs: Vec::new(),
+            pruned: Pruned::default(),
+        })
     }
 
     /// The directory of the next attempt, created, with `schedule` in it.
     pub fn next_dir(&self, schedule: &Schedule) -> Result<PathBuf> {
-        let dir = self.out.join("attempts").join(format!("{:03}", self.attempts.len() + 1));
+        let dir = self
+            .out
+            .join("attempts")
+            .join(format!("{:03}", self.attempts.len() + 1));
         std::fs::create_dir_all(&dir).with_context(|| format!("attempt directory {}", dir.display()))?;
-        atomic::write_bytes(&dir.join("schedule.toml"), atomic::SHARED, schedule.to_toml().as_bytes())?;
+        atomic::write_bytes(
+            &dir.join("schedule.toml"),
+            atomic::SHARED,
+            schedule.to_toml().as_bytes(),
+        )?;
         Ok(dir)
     }
 
@@ -64,12 +78,23 @@ impl AttemptLog {
     /// those of the attempts `protected` (the best, the first bug) and the last few, within
     /// the byte budget, where only `best` is never removed.
     pub fn push(&mut self, attempt: Attempt, protected: &BTreeSet<u32>, best: Option<u32>) -> Result<()> {
-        self.kept_runs.push(retention::attempt_runs(attempt.number, &attempt.dir));
+        self.kept_runs
+            .push(retention::attempt_runs(attempt.number, &attempt.dir));
         self.attempts.push(attempt);
         let before = self.pruned.attempts.len();
-        retention::prune(&mut self.kept_runs, protected, best, self.keep_bytes, &mut self.pruned);
+        retention::prune(
+            &mut self.kept_runs,
+            protected,
+            best,
+            self.keep_bytes,
+            &mut self.pruned,
+        );
         if self.pruned.attempts.len() != before {
-            for a in self.attempts.iter_mut().filter(|a| self.pruned.attempts.binary_search(&a.number).is_ok()) {
+            for a in self
+                .attempts
+                .iter_mut()
+                .filter(|a| self.pruned.attempts.binary_search(&a.number).is_ok())
+            {
                 a.runs_pruned = true;
             }
         }

@@ -19,11 +19,22 @@ pub struct Confirmation {
 
 impl Confirmation {
     pub fn rate(&self) -> f64 {
-        if self.runs == 0 { 0.0 } else { self.bugs as f64 / self.runs as f64 }
+        if self.runs == 0 {
+            0.0
+        } else {
+            self.bugs as f64 / self.runs as f64
+        }
     }
 
     pub fn summary(&self) -> String {
-        format!("{}/{} ({:.0}%, 95% CI {:.0}–{:.0}%)", self.bugs, self.runs, self.rate() * 100.0, self.low * 100.0, self.high * 100.0)
+        format!(
+            "{}/{} ({:.0}%, 95% CI {:.0}–{:.0}%)",
+            self.bugs,
+            self.runs,
+            self.rate() * 100.0,
+            self.low * 100.0,
+            self.high * 100.0
+        )
     }
 }
 
@@ -64,10 +75,15 @@ pub fn wilson(bugs: u32, runs: u32) -> (f64, f64) {
 }
 
 /// Runs `one_run` (true = bug) until the test decides; None when `one_run` gives up (None).
-pub fn confirm(target: f64, mut one_run: impl FnMut(u32) -> anyhow::Result<Option<bool>>) -> anyhow::Result<Option<Confirmation>> {
+pub fn confirm(
+    target: f64,
+    mut one_run: impl FnMut(u32) -> anyhow::Result<Option<bool>>,
+) -> anyhow::Result<Option<Confirmation>> {
     let (mut bugs, mut runs) = (0, 0);
     let met = loop {
-        let Some(bug) = one_run(runs + 1)? else { return Ok(None) };
+        let Some(bug) = one_run(runs + 1)? else {
+            return Ok(None);
+        };
         bugs += bug as u32;
         runs += 1;
         if let Some(met) = decide(bugs, runs, target) {
@@ -75,7 +91,13 @@ pub fn confirm(target: f64, mut one_run: impl FnMut(u32) -> anyhow::Result<Optio
         }
     };
     let (low, high) = wilson(bugs, runs);
-    Ok(Some(Confirmation { bugs, runs, met, low, high }))
+    Ok(Some(Confirmation {
+        bugs,
+        runs,
+        met,
+        low,
+        high,
+    }))
 }
 
 #[cfg(test)]

@@ -22,9 +22,9 @@ pub mod runner;
 
 use crate::analysis::diagnose::{Candidate, Diagnosis, FaultGuess};
 use crate::model::plan::FaultPlan;
-use crate::model::{local_spec, resolve_binary};
 use crate::model::scenario::Scenario;
 use crate::model::schedule::{Action, Context, Direction, Fault, FaultKind, Origin, Schedule};
+use crate::model::{local_spec, resolve_binary};
 use attempts::{Attempt, AttemptLog};
 use confirm::Confirmation;
 use runner::{Feedback, Runner};
@@ -60,7 +60,9 @@ struct Plan {
 
 impl Plan {
     fn schedule(&self) -> Schedule {
-        Schedule { faults: self.faults.iter().map(|p| p.fault.clone()).collect() }
+        Schedule {
+            faults: self.faults.iter().map(|p| p.fault.clone()).collect(),
+        }
     }
 }
 
@@ -120,7 +122,9 @@ pub fn level_of(schedule: &Schedule) -> u8 {
     let level = |f: &Fault| {
         if f.context.offset.is_some() {
             3
-        } else if !f.context.after_functions.is_empty() || matches!(f.action, Action::Syscall { nth, .. } if nth > 1) {
+        } else if !f.context.after_functions.is_empty()
+            || matches!(f.action, Action::Syscall { nth, .. } if nth > 1)
+        {
             2
         } else {
             1
@@ -156,15 +160,31 @@ fn names_last(functions: &[String]) -> &str {
     functions.last().map(|s| symbol_of(s)).unwrap_or("")
 }
 
-
 impl<'a> Search<'a> {
     /// A search that keeps its attempts under `cfg.out` (created) and runs on `runner`.
-    pub fn new(scenario: &'a Scenario, diagnosis: &'a Diagnosis, cfg: SearchConfig, runner: &'a mut dyn Runner) -> Result<Search<'a>> {
+    pub fn new(
+        scenario: &'a Scenario,
+        diagnosis: &'a Diagnosis,
+        cfg: SearchConfig,
+        runner: &'a mut dyn Runner,
+    ) -> Result<Search<'a>> {
         let causes: Vec<&Candidate> = diagnosis.causes().filter(|c| c.node.is_some()).collect();
         let log = AttemptLog::create(&cfg.out, cfg.keep_bytes)?;
         Ok(Search {
-            scenario, causes, cfg, runner, log, runs: 0, best: None, runs_to_first: None, level: 0,
-            started: Instant::now(), seen: Default::default(), interrupted: false, best_attempt: None, first_bug_attempt: None,
+            scenario,
+            causes,
+            cfg,
+            runner,
+            log,
+            runs: 0,
+            best: None,
+            runs_to_first: None,
+            level: 0,
+            started: Instant::now(),
+            seen: Default::default(),
+            interrupted: false,
+            best_attempt: None,
+            first_bug_attempt: None,
         })
     }
 
@@ -176,27 +196,56 @@ impl<'a> Search<'a> {
     fn fault_of(&self, c: &Candidate) -> Option<Fault> {
         let node = self.node_name(c.node?);
         let action = match &c.guess {
-            FaultGuess::Syscall { syscall, errno, path, .. } => {
-                Action::Syscall { syscall: syscall.clone(), errno: errno.clone(), path: path.clone(), nth: 1 }
-            }
-            FaultGuess::Crash { signal, .. } => Action::Crash { signal: Some(signal.clone()) },
-            FaultGuess::Pause { duration_ms, .. } => Action::Pause { signal: None, duration_ms: (*duration_ms).max(1) },
+            FaultGuess::Syscall {
+                syscall, errno, path, ..
+            } => Action::Syscall {
+                syscall: syscall.clone(),
+                errno: errno.clone(),
+                path: path.clone(),
+                nth: 1,
+            },
+            FaultGuess::Crash { signal, .. } => Action::Crash {
+                signal: Some(signal.clone()),
+            },
+            FaultGuess::Pause { duration_ms, .. } => Action::Pause {
+                signal: None,
+                duration_ms: (*duration_ms).max(1),
+            },
             FaultGuess::Partition { peer, duration_ms } => {
-                let has_addresses = self.scenario.nodes[c.node?].address.is_some() && self.scenario.nodes[*peer].address.is_some();
+                let has_addresses = self.scenario.nodes[c.node?].address.is_some()
+                    && self.scenario.nodes[*peer].address.is_some();
                 if !has_addresses {
                     return None;
                 }
-                Action::Partition { peers: vec![self.node_name(*peer)], direction: Direction::Both, duration_ms: (*duration_ms).max(1) }
+                Action::Partition {
+                    peers: vec![self.node_name(*peer)],
+                    direction: Direction::Both,
+                    duration_ms: (*duration_ms).max(1),
+                }
             }
         };
-        Some(Fault { node, context: Context::default(), action })
+        Some(Fault {
+            node,
+            context: Context::default(),
+            action,
+        })
     }
 
     /// Candidates `members` (indexes into causes) as a plan in production order.
     fn plan_of(&self, members: &[usize]) -> Plan {
         let mut idx: Vec<usize> = members.to_vec();
         idx.sort_by_key(|&i| self.causes[i].at_ns);
-        Plan { faults: idx.into_iter().filter_map(|i| Some(Planned { candidate: i, fault: self.fault_of(self.causes[i])? })).collect() }
+        Plan {
+            faults: idx
+                .into_iter()
+                .filter_map(|i| {
+                    Some(Planned {
+                        candidate: i,
+                        fault: self.fault_of(self.causes[i])?,
+                    })
+                })
+                .collect(),
+        }
     }
 
     fn is_syscall(&self, i: usize) -> bool {
@@ -235,9 +284,17 @@ impl<'a> Search<'a> {
             None => (None, None),
         };
         if self.interrupted {
-            outcome = Outcome::Missed(format!("interrupted (Ctrl-C) after {} runs; {}", self.runs, self.best_words()));
+            outcome = Outcome::Missed(format!(
+                "interrupted (Ctrl-C) after {} runs; {}",
+                self.runs,
+                self.best_words()
+            ));
         }
-        let chosen = plan.iter().flat_map(|p| &p.faults).map(|p| self.explain(p)).collect();
+        let chosen = plan
+            .iter()
+            .flat_map(|p| &p.faults)
+            .map(|p| self.explain(p))
+            .collect();
         let schedule = plan.map(|p| p.schedule());
         let level = schedule.as_ref().map(level_of).unwrap_or(self.level);
         let keep_bytes = self.log.keep_bytes();
@@ -250,11 +307,26 @@ impl<'a> Search<'a> {
                 retention::KEEP_LAST,
             );
         }
-        let schedules_tried = attempts.iter().filter(|a| !a.what.starts_with("minimize") && a.level > 0).count() as u32;
+        let schedules_tried = attempts
+            .iter()
+            .filter(|a| !a.what.starts_with("minimize") && a.level > 0)
+            .count() as u32;
         Ok(SearchResult {
-            outcome, schedule, confirmation, level, attempts, runs: self.runs, schedules_tried,
-            runs_to_first: self.runs_to_first, runs_to_confirmed, minimized, chosen, seconds: self.started.elapsed().as_secs_f64(),
-            replay, interrupted: self.interrupted, pruned,
+            outcome,
+            schedule,
+            confirmation,
+            level,
+            attempts,
+            runs: self.runs,
+            schedules_tried,
+            runs_to_first: self.runs_to_first,
+            runs_to_confirmed,
+            minimized,
+            chosen,
+            seconds: self.started.elapsed().as_secs_f64(),
+            replay,
+            interrupted: self.interrupted,
+            pruned,
         })
     }
 
@@ -263,8 +335,15 @@ impl<'a> Search<'a> {
     fn replay(&mut self, schedule: &Schedule) -> Result<Confirmation> {
         let dir = self.cfg.out.join("replay");
         std::fs::create_dir_all(&dir)?;
-        tracedump::atomic::write_bytes(&dir.join("schedule.toml"), tracedump::atomic::SHARED, schedule.to_toml().as_bytes())?;
-        let origin = Origin { name: dir.join("schedule.toml").display().to_string(), text: None };
+        tracedump::atomic::write_bytes(
+            &dir.join("schedule.toml"),
+            tracedump::atomic::SHARED,
+            schedule.to_toml().as_bytes(),
+        )?;
+        let origin = Origin {
+            name: dir.join("schedule.toml").display().to_string(),
+            text: None,
+        };
         let plan = FaultPlan::new(schedule, self.scenario, &origin)?;
         let (mut bugs, mut runs) = (0, 0);
         for k in 1..=REPLAY_RUNS {
@@ -281,11 +360,20 @@ impl<'a> Search<'a> {
             };
             bugs += bug as u32;
             runs += 1;
-            eprintln!("[replay | run {k}/{REPLAY_RUNS}] the accepted schedule afresh: bug {}", if bug { "yes" } else { "no" });
+            eprintln!(
+                "[replay | run {k}/{REPLAY_RUNS}] the accepted schedule afresh: bug {}",
+                if bug { "yes" } else { "no" }
+            );
         }
         let (low, high) = confirm::wilson(bugs, runs);
         let met = runs == REPLAY_RUNS && bugs as f64 >= self.cfg.target_rate * runs as f64;
-        Ok(Confirmation { bugs, runs, met, low, high })
+        Ok(Confirmation {
+            bugs,
+            runs,
+            met,
+            low,
+            high,
+        })
     }
 
     fn explain(&self, p: &Planned) -> String {
@@ -306,15 +394,29 @@ impl<'a> Search<'a> {
             context.push(format!("at +{off:#x} inside {}", names_last(functions)));
         }
         if c.node.map(|n| self.node_name(n)).as_deref() != Some(f.node.as_str()) {
-            context.push(format!("moved to {} (it ran the context there: roles differ between runs)", f.node));
+            context.push(format!(
+                "moved to {} (it ran the context there: roles differ between runs)",
+                f.node
+            ));
         }
-        let context = if context.is_empty() { "as soon as it is due (no context needed)".to_string() } else { context.join(", ") };
-        format!("{} — {context}. Production: {}.", self.describe(p.candidate), c.why)
+        let context = if context.is_empty() {
+            "as soon as it is due (no context needed)".to_string()
+        } else {
+            context.join(", ")
+        };
+        format!(
+            "{} — {context}. Production: {}.",
+            self.describe(p.candidate),
+            c.why
+        )
     }
 
     fn exhausted_reason(&self) -> String {
         match &self.best {
-            Some((_, c, _)) => format!("every level was tried; the best schedule reproduced the bug {} (below the target)", c.summary()),
+            Some((_, c, _)) => format!(
+                "every level was tried; the best schedule reproduced the bug {} (below the target)",
+                c.summary()
+            ),
             None => "every level was tried and no schedule made the bug happen".into(),
         }
     }
@@ -322,7 +424,10 @@ impl<'a> Search<'a> {
     fn levels(&mut self) -> Step<()> {
         go!(self.check_oracle());
         let backbone: Vec<usize> = (0..self.causes.len()).filter(|&i| !self.is_syscall(i)).collect();
-        let syscalls: Vec<usize> = (0..self.causes.len()).filter(|&i| self.is_syscall(i)).take(MAX_SYSCALL_CANDIDATES).collect();
+        let syscalls: Vec<usize> = (0..self.causes.len())
+            .filter(|&i| self.is_syscall(i))
+            .take(MAX_SYSCALL_CANDIDATES)
+            .collect();
         self.level = 1;
         let mut bases = Vec::new();
         if !backbone.is_empty() {
@@ -352,15 +457,28 @@ impl<'a> Search<'a> {
     fn describe(&self, i: usize) -> String {
         let c = self.causes[i];
         match &c.guess {
-            FaultGuess::Syscall { syscall, errno, path, .. } => format!("{syscall} failing with {errno}{} on {}", path.as_ref().map(|p| format!(" ({p})")).unwrap_or_default(), c.who),
+            FaultGuess::Syscall {
+                syscall, errno, path, ..
+            } => format!(
+                "{syscall} failing with {errno}{} on {}",
+                path.as_ref().map(|p| format!(" ({p})")).unwrap_or_default(),
+                c.who
+            ),
             FaultGuess::Crash { signal, .. } => format!("crash ({signal}) of {}", c.who),
             FaultGuess::Pause { duration_ms, .. } => format!("pause of {} for {duration_ms} ms", c.who),
-            FaultGuess::Partition { peer, duration_ms } => format!("partition {}–{} for {duration_ms} ms", c.who, self.node_name(*peer)),
+            FaultGuess::Partition { peer, duration_ms } => format!(
+                "partition {}–{} for {duration_ms} ms",
+                c.who,
+                self.node_name(*peer)
+            ),
         }
     }
 
     fn check_oracle(&mut self) -> Step<()> {
-        let fb = go!(self.evaluate(&Plan::default(), "fault-free run: the oracle must not fire".into()));
+        let fb = go!(self.evaluate(
+            &Plan::default(),
+            "fault-free run: the oracle must not fire".into()
+        ));
         if fb.bug {
             let dir = self.log.attempts()[0].dir.display().to_string();
             bail!("the oracle fires in a fault-free run (attempt dir {dir}): it must exit 0 only when the bug happened; fix the scenario's [oracle] before searching");
@@ -417,9 +535,21 @@ impl<'a> Search<'a> {
                 break;
             }
             let mut trial = plan.clone();
-            trial.faults[k].fault.context.after_functions = std::iter::once(f.clone()).chain(context.iter().cloned()).collect();
-            let names: Vec<&str> = trial.faults[k].fault.context.after_functions.iter().map(|s| symbol_of(s)).collect();
-            let what = format!("{} after {}", self.describe(plan.faults[k].candidate), names.join(" → "));
+            trial.faults[k].fault.context.after_functions = std::iter::once(f.clone())
+                .chain(context.iter().cloned())
+                .collect();
+            let names: Vec<&str> = trial.faults[k]
+                .fault
+                .context
+                .after_functions
+                .iter()
+                .map(|s| symbol_of(s))
+                .collect();
+            let what = format!(
+                "{} after {}",
+                self.describe(plan.faults[k].candidate),
+                names.join(" → ")
+            );
             let fb = go!(self.evaluate(&trial, what));
             if fb.fired[k] {
                 context.insert(0, f);
@@ -446,12 +576,20 @@ impl<'a> Search<'a> {
         }
         let first = symbol_of(&fault.context.after_functions[0]).to_string();
         let here = self.scenario.node_index(&fault.node).unwrap_or(0);
-        let Some(other) = (0..self.scenario.nodes.len()).find(|&n| n != here && fb.functions.get(n).is_some_and(|f| f.contains(&first))) else {
+        let Some(other) = (0..self.scenario.nodes.len())
+            .find(|&n| n != here && fb.functions.get(n).is_some_and(|f| f.contains(&first)))
+        else {
             return Ok(Continue(None));
         };
         let mut moved = trial.clone();
         moved.faults[k].fault.node = self.node_name(other);
-        let fb2 = go!(self.evaluate(&moved, format!("amplification: the same fault on {} (it ran {first})", self.node_name(other))));
+        let fb2 = go!(self.evaluate(
+            &moved,
+            format!(
+                "amplification: the same fault on {} (it ran {first})",
+                self.node_name(other)
+            )
+        ));
         Ok(Continue(fb2.fired[k].then_some(moved)))
     }
 
@@ -459,14 +597,19 @@ impl<'a> Search<'a> {
     fn level3(&mut self, plan: Plan) -> Step<()> {
         for k in (0..plan.faults.len()).rev() {
             let fault = &plan.faults[k].fault;
-            if !matches!(fault.kind(), FaultKind::Crash | FaultKind::Pause) || fault.context.after_functions.is_empty() {
+            if !matches!(fault.kind(), FaultKind::Crash | FaultKind::Pause)
+                || fault.context.after_functions.is_empty()
+            {
                 continue;
             }
             let last = fault.context.after_functions.last().cloned().unwrap_or_default();
             let node = self.scenario.node_index(&fault.node).unwrap_or(0);
             let (binary, symbol) = match last.rsplit_once(':') {
                 Some((b, s)) => (PathBuf::from(b), s.to_string()),
-                None => (resolve_binary(&self.scenario.nodes[node].command[0]), last.clone()),
+                None => (
+                    resolve_binary(&self.scenario.nodes[node].command[0]),
+                    last.clone(),
+                ),
             };
             let sites = match self.runner.injection_sites(&binary, &symbol) {
                 Ok(s) => s,
@@ -478,7 +621,13 @@ impl<'a> Search<'a> {
             for site in sites.into_iter().take(MAX_SITES) {
                 let mut trial = plan.clone();
                 trial.faults[k].fault.context.offset = Some(site.offset);
-                let what = format!("{} at {symbol}+{:#x} ({:?}: {})", self.describe(plan.faults[k].candidate), site.offset, site.kind, site.instruction);
+                let what = format!(
+                    "{} at {symbol}+{:#x} ({:?}: {})",
+                    self.describe(plan.faults[k].candidate),
+                    site.offset,
+                    site.kind,
+                    site.instruction
+                );
                 go!(self.evaluate(&trial, what));
             }
         }
@@ -493,7 +642,11 @@ impl<'a> Search<'a> {
             return Ok(Break(Outcome::Missed("interrupted".into())));
         }
         if self.runs >= self.cfg.max_runs {
-            return Ok(Break(Outcome::Missed(format!("the run budget (--max-runs {}) is spent; {}", self.cfg.max_runs, self.best_words()))));
+            return Ok(Break(Outcome::Missed(format!(
+                "the run budget (--max-runs {}) is spent; {}",
+                self.cfg.max_runs,
+                self.best_words()
+            ))));
         }
         let schedule = plan.schedule();
         if let Some(fb) = self.seen.get(&schedule) {
@@ -515,7 +668,14 @@ impl<'a> Search<'a> {
                 let n = plan.faults.len();
                 // nothing is known of the run: as many matching calls as any, so that the
                 // Nth-call search does not take it for "no more calls"
-                (Feedback { fired: vec![false; n], matched: vec![u32::MAX; n], ..Default::default() }, Some(format!("the run failed: {e:#}")))
+                (
+                    Feedback {
+                        fired: vec![false; n],
+                        matched: vec![u32::MAX; n],
+                        ..Default::default()
+                    },
+                    Some(format!("the run failed: {e:#}")),
+                )
             }
         };
         self.seen.insert(schedule.clone(), fb.clone());
@@ -525,7 +685,18 @@ impl<'a> Search<'a> {
         }
         self.progress_line(&what, &fb, &fired, note.as_deref());
         let number = self.log.next_number();
-        let mut attempt = Attempt { number, level: self.level, what, schedule: schedule.to_toml(), bug: fb.bug, fired, confirmation: None, dir: dir.clone(), note, runs_pruned: false };
+        let mut attempt = Attempt {
+            number,
+            level: self.level,
+            what,
+            schedule: schedule.to_toml(),
+            bug: fb.bug,
+            fired,
+            confirmation: None,
+            dir: dir.clone(),
+            note,
+            runs_pruned: false,
+        };
         if fb.bug && !plan.faults.is_empty() {
             let conf = self.confirm(&schedule, &dir)?;
             attempt.confirmation = Some(conf);
@@ -538,7 +709,16 @@ impl<'a> Search<'a> {
             if self.interrupted {
                 return Ok(Break(Outcome::Missed("interrupted".into())));
             }
-            eprintln!("    confirmation: {} ({}); best so far {}", conf.summary(), if conf.met { "target met" } else { "below the target" }, self.best_short());
+            eprintln!(
+                "    confirmation: {} ({}); best so far {}",
+                conf.summary(),
+                if conf.met {
+                    "target met"
+                } else {
+                    "below the target"
+                },
+                self.best_short()
+            );
             if conf.met {
                 return Ok(Break(Outcome::Reproduced));
             }
@@ -550,7 +730,12 @@ impl<'a> Search<'a> {
 
     /// Records an attempt; the runs of the best and of the first bug stay (see retention).
     fn push_attempt(&mut self, attempt: Attempt) -> Result<()> {
-        let protected = self.best_attempt.iter().chain(&self.first_bug_attempt).copied().collect();
+        let protected = self
+            .best_attempt
+            .iter()
+            .chain(&self.first_bug_attempt)
+            .copied()
+            .collect();
         self.log.push(attempt, &protected, self.best_attempt)
     }
 
@@ -608,19 +793,31 @@ impl<'a> Search<'a> {
                     Feedback::default()
                 }
             };
-            eprintln!("    confirming: run {k}: bug {}", if fb.bug { "yes" } else { "no" });
+            eprintln!(
+                "    confirming: run {k}: bug {}",
+                if fb.bug { "yes" } else { "no" }
+            );
             bugs += fb.bug as u32;
             runs += 1;
             Ok(Some(fb.bug))
         })?;
         Ok(outcome.unwrap_or_else(|| {
             let (low, high) = confirm::wilson(bugs, runs);
-            Confirmation { bugs, runs, met: false, low, high }
+            Confirmation {
+                bugs,
+                runs,
+                met: false,
+                low,
+                high,
+            }
         }))
     }
 
     fn run_once(&mut self, schedule: &Schedule, dir: &Path) -> Result<Feedback> {
-        let origin = Origin { name: dir.join("schedule.toml").display().to_string(), text: None };
+        let origin = Origin {
+            name: dir.join("schedule.toml").display().to_string(),
+            text: None,
+        };
         let plan = FaultPlan::new(schedule, self.scenario, &origin)?;
         self.runs += 1;
         self.runner.run(&plan, dir)
@@ -628,14 +825,23 @@ impl<'a> Search<'a> {
 
     /// Drops faults, then context functions, while the schedule still meets the target
     /// without a single miss.
-    fn minimize(&mut self, mut plan: Plan, mut conf: Confirmation, log: &mut Vec<String>) -> Result<(Plan, Confirmation)> {
+    fn minimize(
+        &mut self,
+        mut plan: Plan,
+        mut conf: Confirmation,
+        log: &mut Vec<String>,
+    ) -> Result<(Plan, Confirmation)> {
         self.level = 0;
         let mut k = plan.faults.len();
         while k > 0 && plan.faults.len() > 1 {
             k -= 1;
             let mut trial = plan.clone();
             let gone = trial.faults.remove(k);
-            let what = format!("minimize: without fault {} ({})", k + 1, self.describe(gone.candidate));
+            let what = format!(
+                "minimize: without fault {} ({})",
+                k + 1,
+                self.describe(gone.candidate)
+            );
             if let Some(c) = self.try_minimal(&trial, what.clone())? {
                 log.push(what);
                 plan = trial;
@@ -658,7 +864,11 @@ impl<'a> Search<'a> {
             while plan.faults[k].fault.context.after_functions.len() > 1 {
                 let mut trial = plan.clone();
                 let dropped = trial.faults[k].fault.context.after_functions.remove(0);
-                let what = format!("minimize: fault {} without the context function {}", k + 1, symbol_of(&dropped));
+                let what = format!(
+                    "minimize: fault {} without the context function {}",
+                    k + 1,
+                    symbol_of(&dropped)
+                );
                 match self.try_minimal(&trial, what.clone())? {
                     Some(c) => {
                         log.push(what);
@@ -677,13 +887,29 @@ impl<'a> Search<'a> {
         let schedule = trial.schedule();
         let dir = self.log.next_dir(&schedule)?;
         let conf = self.confirm(&schedule, &dir)?;
-        eprintln!("[minimize | run {}/{}] {what}: {}", self.runs, self.cfg.max_runs, if conf.met { "not needed" } else { "needed" });
+        eprintln!(
+            "[minimize | run {}/{}] {what}: {}",
+            self.runs,
+            self.cfg.max_runs,
+            if conf.met { "not needed" } else { "needed" }
+        );
         let number = self.log.next_number();
         if conf.met {
             // the minimized schedule is the one that will be reported: keep its runs
             self.best_attempt = Some(number);
         }
-        let attempt = Attempt { number, level: 0, what, schedule: schedule.to_toml(), bug: conf.bugs > 0, fired: String::new(), confirmation: Some(conf), dir, note: None, runs_pruned: false };
+        let attempt = Attempt {
+            number,
+            level: 0,
+            what,
+            schedule: schedule.to_toml(),
+            bug: conf.bugs > 0,
+            fired: String::new(),
+            confirmation: Some(conf),
+            dir,
+            note: None,
+            runs_pruned: false,
+        };
         self.push_attempt(attempt)?;
         Ok(conf.met.then_some(conf))
     }

@@ -36,7 +36,9 @@ pub fn attempt_runs(number: u32, dir: &Path) -> AttemptRuns {
 }
 
 fn collect_runs(dir: &Path, depth: u32, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
     for e in entries.flatten() {
         let path = e.path();
         if !e.file_type().is_ok_and(|t| t.is_dir()) {
@@ -51,17 +53,27 @@ fn collect_runs(dir: &Path, depth: u32, out: &mut Vec<PathBuf>) {
 }
 
 fn tree_bytes(path: &Path) -> u64 {
-    let Ok(md) = std::fs::symlink_metadata(path) else { return 0 };
+    let Ok(md) = std::fs::symlink_metadata(path) else {
+        return 0;
+    };
     if !md.is_dir() {
         return md.len();
     }
-    std::fs::read_dir(path).map(|it| it.flatten().map(|e| tree_bytes(&e.path())).sum()).unwrap_or(0)
+    std::fs::read_dir(path)
+        .map(|it| it.flatten().map(|e| tree_bytes(&e.path())).sum())
+        .unwrap_or(0)
 }
 
 /// Removes the runs of `kept` attempts that no longer matter, updating `pruned`: every
 /// attempt outside `protected` and the last [`KEEP_LAST`], then, while the rest exceeds
 /// `budget`, the oldest except `best`.
-pub fn prune(kept: &mut Vec<AttemptRuns>, protected: &BTreeSet<u32>, best: Option<u32>, budget: u64, pruned: &mut Pruned) {
+pub fn prune(
+    kept: &mut Vec<AttemptRuns>,
+    protected: &BTreeSet<u32>,
+    best: Option<u32>,
+    budget: u64,
+    pruned: &mut Pruned,
+) {
     let last: BTreeSet<u32> = kept.iter().rev().take(KEEP_LAST).map(|a| a.number).collect();
     let drop = |a: &AttemptRuns, pruned: &mut Pruned| {
         for d in &a.dirs {
@@ -79,7 +91,9 @@ pub fn prune(kept: &mut Vec<AttemptRuns>, protected: &BTreeSet<u32>, best: Optio
     });
     let mut total: u64 = kept.iter().map(|a| a.bytes).sum();
     while total > budget {
-        let Some(i) = kept.iter().position(|a| Some(a.number) != best) else { break };
+        let Some(i) = kept.iter().position(|a| Some(a.number) != best) else {
+            break;
+        };
         let a = kept.remove(i);
         total -= a.bytes;
         drop(&a, pruned);
@@ -114,8 +128,14 @@ mod tests {
         assert_eq!(left, vec![2, 4, 8, 9, 10, 11, 12]);
         assert_eq!(pruned.attempts, vec![1, 3, 5, 6, 7]);
         assert_eq!(pruned.bytes, 5000);
-        assert!(!root.path().join("001/reproducer-run-x").exists() && !root.path().join("001/confirm-01/reproducer-run-y").exists());
-        assert!(root.path().join("001/schedule.toml").exists(), "the schedule stays");
+        assert!(
+            !root.path().join("001/reproducer-run-x").exists()
+                && !root.path().join("001/confirm-01/reproducer-run-y").exists()
+        );
+        assert!(
+            root.path().join("001/schedule.toml").exists(),
+            "the schedule stays"
+        );
         assert!(root.path().join("002/reproducer-run-x/data/file").exists());
 
         // over the budget: the oldest go, the best stays
@@ -124,6 +144,10 @@ mod tests {
         assert_eq!(left, vec![4, 12]);
         assert_eq!(pruned.attempts, vec![1, 2, 3, 5, 6, 7, 8, 9, 10, 11]);
         prune(&mut kept, &protected, Some(4), 0, &mut pruned);
-        assert_eq!(kept.iter().map(|a| a.number).collect::<Vec<_>>(), vec![4], "the best is never pruned");
+        assert_eq!(
+            kept.iter().map(|a| a.number).collect::<Vec<_>>(),
+            vec![4],
+            "the best is never pruned"
+        );
     }
 }

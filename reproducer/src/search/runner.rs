@@ -61,16 +61,25 @@ impl<'a> TestbedRunner<'a> {
                 trace_functions.push(f);
             }
         }
-        TestbedRunner { scenario, trace_functions }
+        TestbedRunner {
+            scenario,
+            trace_functions,
+        }
     }
 
     fn feedback(&self, r: &RunReport) -> Result<Feedback> {
-        let fired = (0..r.faults).map(|i| r.fired.iter().any(|f| f.fault == i + 1)).collect();
+        let fired = (0..r.faults)
+            .map(|i| r.fired.iter().any(|f| f.fault == i + 1))
+            .collect();
         let mut functions = vec![Vec::new(); self.scenario.nodes.len()];
         if let Some(trace) = &r.trace {
-            let dump = tracedump::dump::Dump::read(trace).with_context(|| format!("trace of run {}", r.workdir.display()))?;
-            let launched: Vec<(usize, u32)> =
-                r.launched.iter().filter_map(|(n, pid)| Some((self.scenario.node_index(n)?, *pid))).collect();
+            let dump = tracedump::dump::Dump::read(trace)
+                .with_context(|| format!("trace of run {}", r.workdir.display()))?;
+            let launched: Vec<(usize, u32)> = r
+                .launched
+                .iter()
+                .filter_map(|(n, pid)| Some((self.scenario.node_index(n)?, *pid)))
+                .collect();
             let map = NodeMap::build_for(self.scenario, &dump.meta, &launched);
             for e in dump.events() {
                 if let (Some(n), What::Function(hit)) = (map.node(e.pid), e.what) {
@@ -78,7 +87,13 @@ impl<'a> TestbedRunner<'a> {
                 }
             }
         }
-        Ok(Feedback { bug: r.bug && r.not_started.is_none(), fired, matched: r.matched.clone(), functions, not_started: r.not_started.clone() })
+        Ok(Feedback {
+            bug: r.bug && r.not_started.is_none(),
+            fired,
+            matched: r.matched.clone(),
+            functions,
+            not_started: r.not_started.clone(),
+        })
     }
 }
 

@@ -38,12 +38,24 @@ struct Fake {
 
 impl Fake {
     fn new(bug: impl Fn(&FaultPlan, &[bool], u32) -> bool + 'static) -> Fake {
-        Fake { functions: vec![Vec::new(), Vec::new()], calls: 10, bug: Box::new(bug), sites: Vec::new(), runs: Cell::new(0), breaks: Box::new(|_, _| None), interrupt_at: None }
+        Fake {
+            functions: vec![Vec::new(), Vec::new()],
+            calls: 10,
+            bug: Box::new(bug),
+            sites: Vec::new(),
+            runs: Cell::new(0),
+            breaks: Box::new(|_, _| None),
+            interrupt_at: None,
+        }
     }
 
     fn fires(&self, f: &PlannedFault) -> bool {
         let ran = &self.functions[f.node];
-        let context = f.context().after_functions.iter().all(|s| ran.iter().any(|r| r == s));
+        let context = f
+            .context()
+            .after_functions
+            .iter()
+            .all(|s| ran.iter().any(|r| r == s));
         match f.action {
             PlannedAction::Syscall { nth, .. } => context && nth <= self.calls,
             _ => context,
@@ -53,7 +65,10 @@ impl Fake {
 
 impl Runner for Fake {
     fn run(&mut self, plan: &FaultPlan, dir: &Path) -> Result<Feedback> {
-        assert!(dir.join("schedule.toml").exists() || dir.file_name().unwrap().to_string_lossy().starts_with("confirm-"));
+        assert!(
+            dir.join("schedule.toml").exists()
+                || dir.file_name().unwrap().to_string_lossy().starts_with("confirm-")
+        );
         let run = self.runs.get() + 1;
         self.runs.set(run);
         if self.interrupt_at.is_some_and(|at| run >= at) {
@@ -62,11 +77,25 @@ impl Runner for Fake {
         let fired: Vec<bool> = plan.faults.iter().map(|f| self.fires(f)).collect();
         match (self.breaks)(plan, run) {
             Some(Err(e)) => anyhow::bail!("{e}"),
-            Some(Ok(why)) => return Ok(Feedback { bug: false, matched: vec![self.calls; plan.len()], fired, functions: self.functions.clone(), not_started: Some(why) }),
+            Some(Ok(why)) => {
+                return Ok(Feedback {
+                    bug: false,
+                    matched: vec![self.calls; plan.len()],
+                    fired,
+                    functions: self.functions.clone(),
+                    not_started: Some(why),
+                })
+            }
             None => {}
         }
         let bug = (self.bug)(plan, &fired, run);
-        Ok(Feedback { bug, matched: vec![self.calls; plan.len()], fired, functions: self.functions.clone(), not_started: None })
+        Ok(Feedback {
+            bug,
+            matched: vec![self.calls; plan.len()],
+            fired,
+            functions: self.functions.clone(),
+            not_started: None,
+        })
     }
 
     fn interrupted(&self) -> bool {
@@ -74,7 +103,12 @@ impl Runner for Fake {
     }
 
     fn injection_sites(&self, _binary: &Path, _symbol: &str) -> Result<Vec<Site>> {
-        let site = |offset| Site { offset, kind: SiteKind::OtherCall, callee: None, instruction: "call x".into() };
+        let site = |offset| Site {
+            offset,
+            kind: SiteKind::OtherCall,
+            callee: None,
+            instruction: "call x".into(),
+        };
         Ok(self.sites.iter().copied().map(site).collect())
     }
 }
@@ -97,17 +131,32 @@ fn candidate(guess: FaultGuess, node: usize, at_s: u64, preceding: &[&str]) -> C
 }
 
 fn crash() -> FaultGuess {
-    FaultGuess::Crash { signal: "SIGKILL".into(), sender: "chaos (pid 1)".into() }
+    FaultGuess::Crash {
+        signal: "SIGKILL".into(),
+        sender: "chaos (pid 1)".into(),
+    }
 }
 
 fn diagnosis(candidates: Vec<Candidate>) -> Diagnosis {
-    Diagnosis { candidates, symptoms: Vec::new(), start_ns: 0, end_ns: 0, unmapped_events: 0, notes: Vec::new() }
+    Diagnosis {
+        candidates,
+        symptoms: Vec::new(),
+        start_ns: 0,
+        end_ns: 0,
+        unmapped_events: 0,
+        notes: Vec::new(),
+    }
 }
 
 fn search(fake: &mut Fake, d: &Diagnosis, max_runs: u32) -> (Result<SearchResult>, tempfile::TempDir) {
     let scenario = Scenario::parse(SCENARIO, "t").unwrap();
     let out = tempfile::tempdir().unwrap();
-    let cfg = SearchConfig { target_rate: 0.8, max_runs, out: out.path().to_path_buf(), keep_bytes: u64::MAX };
+    let cfg = SearchConfig {
+        target_rate: 0.8,
+        max_runs,
+        out: out.path().to_path_buf(),
+        keep_bytes: u64::MAX,
+    };
     let result = Search::new(&scenario, d, cfg, fake).and_then(Search::run);
     (result, out)
 }
@@ -120,7 +169,15 @@ fn has_kind(plan: &FaultPlan, kind: FaultKind) -> bool {
 fn level_1_reproduces_and_minimization_drops_the_fault_not_needed() {
     let d = diagnosis(vec![
         candidate(crash(), 0, 1, &[]),
-        candidate(FaultGuess::Pause { duration_ms: 500, cause: "stopped".into() }, 1, 2, &[]),
+        candidate(
+            FaultGuess::Pause {
+                duration_ms: 500,
+                cause: "stopped".into(),
+            },
+            1,
+            2,
+            &[],
+        ),
     ]);
     let mut fake = Fake::new(|plan, _, _| has_kind(plan, FaultKind::Crash));
     let (r, out) = search(&mut fake, &d, 150);
@@ -129,27 +186,57 @@ fn level_1_reproduces_and_minimization_drops_the_fault_not_needed() {
     assert_eq!(r.level, 1);
     let schedule = r.schedule.clone().unwrap();
     assert_eq!(schedule.faults.len(), 1, "{schedule:?}");
-    assert_eq!(schedule.faults[0].action, Action::Crash { signal: Some("SIGKILL".into()) });
+    assert_eq!(
+        schedule.faults[0].action,
+        Action::Crash {
+            signal: Some("SIGKILL".into())
+        }
+    );
     assert_eq!(r.minimized.len(), 1);
-    assert!(r.minimized[0].contains("without fault 2 (pause of db2"), "{:?}", r.minimized);
+    assert!(
+        r.minimized[0].contains("without fault 2 (pause of db2"),
+        "{:?}",
+        r.minimized
+    );
     let c = r.confirmation.unwrap();
     assert!(c.met && c.bugs == c.runs, "{c:?}");
     let replay = r.replay.unwrap();
-    assert_eq!((replay.bugs, replay.runs, replay.met), (REPLAY_RUNS, REPLAY_RUNS, true));
+    assert_eq!(
+        (replay.bugs, replay.runs, replay.met),
+        (REPLAY_RUNS, REPLAY_RUNS, true)
+    );
     assert_eq!(r.rate(), Some(replay), "the independent replay is the result");
-    assert_eq!(r.runs + REPLAY_RUNS, fake.runs.get(), "every run is counted, the replay's apart");
+    assert_eq!(
+        r.runs + REPLAY_RUNS,
+        fake.runs.get(),
+        "every run is counted, the replay's apart"
+    );
     assert!(out.path().join("replay/schedule.toml").exists());
-    assert_eq!((r.runs_to_first, r.schedules_tried), (Some(2), 1), "the fault-free check, then level 1");
+    assert_eq!(
+        (r.runs_to_first, r.schedules_tried),
+        (Some(2), 1),
+        "the fault-free check, then level 1"
+    );
     // the attempt log: one file for all, one directory per attempt with its schedule
-    let log: serde_json::Value = serde_json::from_slice(&std::fs::read(out.path().join("attempts.json")).unwrap()).unwrap();
+    let log: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.path().join("attempts.json")).unwrap()).unwrap();
     assert_eq!(log.as_array().unwrap().len(), r.attempts.len());
     assert!(out.path().join("attempts/002/schedule.toml").exists());
-    assert!(Schedule::parse(&std::fs::read_to_string(out.path().join("attempts/002/schedule.toml")).unwrap(), "x").is_ok());
+    assert!(Schedule::parse(
+        &std::fs::read_to_string(out.path().join("attempts/002/schedule.toml")).unwrap(),
+        "x"
+    )
+    .is_ok());
 }
 
 #[test]
 fn level_2_finds_the_nth_call() {
-    let refused = FaultGuess::Syscall { syscall: "connect".into(), errno: "ECONNREFUSED".into(), path: None, raw_path: None };
+    let refused = FaultGuess::Syscall {
+        syscall: "connect".into(),
+        errno: "ECONNREFUSED".into(),
+        path: None,
+        raw_path: None,
+    };
     let d = diagnosis(vec![candidate(refused, 0, 1, &[])]);
     let nth = |plan: &FaultPlan| match plan.faults.first().map(|f| &f.action) {
         Some(PlannedAction::Syscall { nth, .. }) => *nth,
@@ -158,19 +245,33 @@ fn level_2_finds_the_nth_call() {
     let mut fake = Fake::new(move |plan, _, _| nth(plan) == 3);
     let r = search(&mut fake, &d, 150).0.unwrap();
     assert_eq!((r.outcome, r.level), (Outcome::Reproduced, 2));
-    assert!(matches!(r.schedule.unwrap().faults[0].action, Action::Syscall { nth: 3, .. }));
+    assert!(matches!(
+        r.schedule.unwrap().faults[0].action,
+        Action::Syscall { nth: 3, .. }
+    ));
     assert!(r.chosen[0].contains("at the matching call #3"), "{:?}", r.chosen);
 }
 
 #[test]
 fn the_nth_search_stops_where_the_calls_end() {
-    let refused = FaultGuess::Syscall { syscall: "connect".into(), errno: "ECONNREFUSED".into(), path: None, raw_path: None };
+    let refused = FaultGuess::Syscall {
+        syscall: "connect".into(),
+        errno: "ECONNREFUSED".into(),
+        path: None,
+        raw_path: None,
+    };
     let d = diagnosis(vec![candidate(refused, 0, 1, &[])]);
     let mut fake = Fake::new(|_, _, _| false);
     fake.calls = 2;
     let r = search(&mut fake, &d, 150).0.unwrap();
-    assert_eq!(r.outcome, Outcome::Missed("every level was tried and no schedule made the bug happen".into()));
-    assert_eq!(r.runs, 4, "fault-free, nth 1, nth 2, nth 3 (never fired, only 2 calls): then no more");
+    assert_eq!(
+        r.outcome,
+        Outcome::Missed("every level was tried and no schedule made the bug happen".into())
+    );
+    assert_eq!(
+        r.runs, 4,
+        "fault-free, nth 1, nth 2, nth 3 (never fired, only 2 calls): then no more"
+    );
     assert!(r.schedule.is_none() && r.confirmation.is_none());
 }
 
@@ -178,29 +279,51 @@ fn the_nth_search_stops_where_the_calls_end() {
 fn level_2_grows_the_context_and_amplifies_to_the_node_that_ran_it() {
     let d = diagnosis(vec![candidate(crash(), 0, 1, &["g", "f"])]);
     let crash_after_g = |plan: &FaultPlan, fired: &[bool], _| {
-        plan.faults.iter().zip(fired).any(|(f, &fired)| fired && f.context().after_functions == ["g"])
+        plan.faults
+            .iter()
+            .zip(fired)
+            .any(|(f, &fired)| fired && f.context().after_functions == ["g"])
     };
     let mut fake = Fake::new(crash_after_g);
     fake.functions = vec![vec!["f".into()], vec!["g".into(), "f".into()]];
     let r = search(&mut fake, &d, 150).0.unwrap();
     assert_eq!((r.outcome, r.level), (Outcome::Reproduced, 2));
     let f = &r.schedule.unwrap().faults[0];
-    assert_eq!((f.node.as_str(), f.context.after_functions.clone()), ("db2", vec!["g".to_string()]));
+    assert_eq!(
+        (f.node.as_str(), f.context.after_functions.clone()),
+        ("db2", vec!["g".to_string()])
+    );
     assert!(r.chosen[0].contains("moved to db2"), "{:?}", r.chosen);
-    assert!(r.attempts.iter().any(|a| a.what.starts_with("amplification: the same fault on db2")));
+    assert!(r
+        .attempts
+        .iter()
+        .any(|a| a.what.starts_with("amplification: the same fault on db2")));
 }
 
 #[test]
 fn level_3_tries_the_sites_inside_the_last_context_function() {
     let d = diagnosis(vec![candidate(crash(), 0, 1, &["g"])]);
-    let mut fake = Fake::new(|plan, _, _| plan.faults.first().is_some_and(|f| f.context().offset == Some(0x20)));
+    let mut fake = Fake::new(|plan, _, _| {
+        plan.faults
+            .first()
+            .is_some_and(|f| f.context().offset == Some(0x20))
+    });
     fake.functions = vec![vec!["g".into()], Vec::new()];
     fake.sites = vec![0x10, 0x20, 0x30];
     let r = search(&mut fake, &d, 150).0.unwrap();
     assert_eq!((r.outcome, r.level), (Outcome::Reproduced, 3));
     let f = &r.schedule.unwrap().faults[0];
-    assert_eq!(f.context, Context { after_functions: vec!["g".into()], offset: Some(0x20) });
-    assert!(!r.attempts.iter().any(|a| a.what.contains("+0x30")), "the search stops at the target");
+    assert_eq!(
+        f.context,
+        Context {
+            after_functions: vec!["g".into()],
+            offset: Some(0x20)
+        }
+    );
+    assert!(
+        !r.attempts.iter().any(|a| a.what.contains("+0x30")),
+        "the search stops at the target"
+    );
 }
 
 #[test]
@@ -208,8 +331,13 @@ fn a_rate_below_the_target_is_reported_as_missed_with_the_best_schedule() {
     let d = diagnosis(vec![candidate(crash(), 0, 1, &[])]);
     let mut fake = Fake::new(|plan, _, run| !plan.is_empty() && run % 2 == 0);
     let r = search(&mut fake, &d, 150).0.unwrap();
-    let Outcome::Missed(why) = &r.outcome else { panic!("half the time is below 80%") };
-    assert!(why.starts_with("every level was tried; the best schedule reproduced the bug"), "{why}");
+    let Outcome::Missed(why) = &r.outcome else {
+        panic!("half the time is below 80%")
+    };
+    assert!(
+        why.starts_with("every level was tried; the best schedule reproduced the bug"),
+        "{why}"
+    );
     let c = r.confirmation.unwrap();
     assert!(!c.met && c.bugs > 0 && c.bugs < c.runs, "{c:?}");
     assert!(r.schedule.is_some() && r.minimized.is_empty());
@@ -221,7 +349,10 @@ fn the_run_budget_stops_the_search_with_what_it_found() {
     let mut fake = Fake::new(|_, _, _| false);
     fake.functions = vec![vec!["g".into(), "f".into()], Vec::new()];
     let r = search(&mut fake, &d, 3).0.unwrap();
-    assert_eq!(r.outcome, Outcome::Missed("the run budget (--max-runs 3) is spent; no schedule made the bug happen".into()));
+    assert_eq!(
+        r.outcome,
+        Outcome::Missed("the run budget (--max-runs 3) is spent; no schedule made the bug happen".into())
+    );
     assert_eq!((r.runs, fake.runs.get()), (3, 3));
 }
 
@@ -230,13 +361,20 @@ fn an_oracle_that_fires_without_faults_is_an_error() {
     let d = diagnosis(vec![candidate(crash(), 0, 1, &[])]);
     let mut fake = Fake::new(|_, _, _| true);
     let e = search(&mut fake, &d, 150).0.err().unwrap().to_string();
-    assert!(e.contains("the oracle fires in a fault-free run") && e.contains("attempts/001"), "{e}");
+    assert!(
+        e.contains("the oracle fires in a fault-free run") && e.contains("attempts/001"),
+        "{e}"
+    );
 }
 
 #[test]
 fn nothing_to_inject_is_an_error() {
     let mut fake = Fake::new(|_, _, _| false);
-    let e = search(&mut fake, &diagnosis(Vec::new()), 150).0.err().unwrap().to_string();
+    let e = search(&mut fake, &diagnosis(Vec::new()), 150)
+        .0
+        .err()
+        .unwrap()
+        .to_string();
     assert!(e.contains("nothing to search"), "{e}");
     assert_eq!(fake.runs.get(), 0);
 }
@@ -250,25 +388,45 @@ fn syscall_nth(plan: &FaultPlan) -> u32 {
 
 #[test]
 fn a_fault_that_stops_a_node_from_starting_is_a_result_and_the_search_goes_on() {
-    let eperm = FaultGuess::Syscall { syscall: "prctl".into(), errno: "EPERM".into(), path: None, raw_path: None };
+    let eperm = FaultGuess::Syscall {
+        syscall: "prctl".into(),
+        errno: "EPERM".into(),
+        path: None,
+        raw_path: None,
+    };
     let d = diagnosis(vec![candidate(eperm, 0, 1, &[])]);
     // the 1st and 2nd prctl are start-up calls: failing them stops db1 (or breaks the run)
     let mut fake = Fake::new(|plan, _, _| syscall_nth(plan) == 3);
-    fake.breaks = Box::new(|plan, _| match syscall_nth(plan) {
+    fake.breaks = Box::new(|plan, _| {
+        match syscall_nth(plan) {
         1 => Some(Ok("node db1 exited (exit status: 1) before it was ready; fault 1 fired in pid 77 before it was ready".into())),
         2 => Some(Err("the test bed hiccuped".into())),
         _ => None,
+    }
     });
     let (r, out) = search(&mut fake, &d, 150);
     let r = r.unwrap();
-    assert_eq!((r.outcome, r.level), (Outcome::Reproduced, 2), "the Nth-call search moved past the start-up calls");
+    assert_eq!(
+        (r.outcome, r.level),
+        (Outcome::Reproduced, 2),
+        "the Nth-call search moved past the start-up calls"
+    );
     let notes: Vec<&str> = r.attempts.iter().filter_map(|a| a.note.as_deref()).collect();
     assert_eq!(notes.len(), 2, "{:?}", r.attempts);
-    assert!(notes[0].contains("node db1 exited") && notes[0].contains("fault 1 fired in pid 77"), "{notes:?}");
-    assert!(notes[1].contains("the run failed: the test bed hiccuped"), "{notes:?}");
+    assert!(
+        notes[0].contains("node db1 exited") && notes[0].contains("fault 1 fired in pid 77"),
+        "{notes:?}"
+    );
+    assert!(
+        notes[1].contains("the run failed: the test bed hiccuped"),
+        "{notes:?}"
+    );
     assert!(r.attempts.iter().filter(|a| a.note.is_some()).all(|a| !a.bug));
     let log = std::fs::read_to_string(out.path().join("attempts.json")).unwrap();
-    assert!(log.contains("fault 1 fired in pid 77"), "recorded like any other attempt");
+    assert!(
+        log.contains("fault 1 fired in pid 77"),
+        "recorded like any other attempt"
+    );
 }
 
 #[test]
@@ -289,9 +447,17 @@ fn ctrl_c_ends_the_search_with_what_it_has() {
     let (r, out) = search(&mut fake, &d, 150);
     let r = r.unwrap();
     assert!(r.interrupted);
-    let Outcome::Missed(why) = &r.outcome else { panic!("{:?}", r.outcome) };
-    assert!(why.starts_with("interrupted (Ctrl-C) after 9 runs; best schedule so far:"), "{why}");
-    assert!(r.schedule.is_some() && r.confirmation.is_some(), "the best schedule is kept");
+    let Outcome::Missed(why) = &r.outcome else {
+        panic!("{:?}", r.outcome)
+    };
+    assert!(
+        why.starts_with("interrupted (Ctrl-C) after 9 runs; best schedule so far:"),
+        "{why}"
+    );
+    assert!(
+        r.schedule.is_some() && r.confirmation.is_some(),
+        "the best schedule is kept"
+    );
     assert!(r.replay.is_none());
     assert_eq!(fake.runs.get(), 9, "nothing runs after the interruption");
     assert!(out.path().join("attempts.json").exists());
@@ -306,22 +472,38 @@ fn the_accepted_schedule_is_replayed_afresh_and_that_rate_is_the_result() {
     assert!(r.confirmation.unwrap().met, "the search's own test passed");
     let replay = r.replay.unwrap();
     assert_eq!((replay.bugs, replay.runs, replay.met), (0, REPLAY_RUNS, false));
-    let Outcome::Missed(why) = &r.outcome else { panic!("a lucky schedule is not a reproduction") };
-    assert!(why.contains("independent replay reproduced the bug 0/10"), "{why}");
+    let Outcome::Missed(why) = &r.outcome else {
+        panic!("a lucky schedule is not a reproduction")
+    };
+    assert!(
+        why.contains("independent replay reproduced the bug 0/10"),
+        "{why}"
+    );
     assert_eq!(r.rate(), Some(replay));
 }
 
 #[test]
 fn the_reported_level_is_that_of_the_minimized_schedule() {
-    let d = diagnosis(vec![candidate(crash(), 0, 1, &["g"]), candidate(crash(), 1, 2, &[])]);
+    let d = diagnosis(vec![
+        candidate(crash(), 0, 1, &["g"]),
+        candidate(crash(), 1, 2, &[]),
+    ]);
     // the bug needs only the crash of db2, but level 1 (both crashes, no context) misses it
-    let mut fake = Fake::new(|plan, _, _| plan.faults.iter().any(|f| f.node == 1) && (plan.len() == 1 || !plan.faults[0].context().after_functions.is_empty()));
+    let mut fake = Fake::new(|plan, _, _| {
+        plan.faults.iter().any(|f| f.node == 1)
+            && (plan.len() == 1 || !plan.faults[0].context().after_functions.is_empty())
+    });
     fake.functions = vec![vec!["g".into()], Vec::new()];
     let r = search(&mut fake, &d, 150).0.unwrap();
     assert_eq!(r.outcome, Outcome::Reproduced);
     let schedule = r.schedule.unwrap();
     assert_eq!(schedule.faults.len(), 1, "{schedule:?}");
-    assert!(r.attempts.iter().any(|a| a.level == 2 && a.confirmation.is_some_and(|c| c.met)), "accepted at level 2");
+    assert!(
+        r.attempts
+            .iter()
+            .any(|a| a.level == 2 && a.confirmation.is_some_and(|c| c.met)),
+        "accepted at level 2"
+    );
     assert_eq!(r.level, 1, "reported: the level of the minimized schedule");
     assert_eq!(level_of(&schedule), 1);
 }
@@ -332,12 +514,31 @@ fn best_right_after_a_bug_run_is_not_zero() {
     let scenario = Scenario::parse(SCENARIO, "t").unwrap();
     let out = tempfile::tempdir().unwrap();
     let mut fake = Fake::new(|_, _, _| false);
-    let cfg = SearchConfig { target_rate: 0.8, max_runs: 10, out: out.path().to_path_buf(), keep_bytes: u64::MAX };
+    let cfg = SearchConfig {
+        target_rate: 0.8,
+        max_runs: 10,
+        out: out.path().to_path_buf(),
+        keep_bytes: u64::MAX,
+    };
     let mut s = Search::new(&scenario, &d, cfg, &mut fake).unwrap();
     assert_eq!(s.best_short(), "-");
     s.runs_to_first = Some(2);
-    assert_eq!(s.best_short(), "1/1 (confirming)", "the run that showed the bug, before its confirmation");
+    assert_eq!(
+        s.best_short(),
+        "1/1 (confirming)",
+        "the run that showed the bug, before its confirmation"
+    );
     let plan = s.plan_of(&[0]);
-    s.best = Some((plan, Confirmation { bugs: 0, runs: 2, met: false, low: 0.0, high: 0.66 }, 1));
+    s.best = Some((
+        plan,
+        Confirmation {
+            bugs: 0,
+            runs: 2,
+            met: false,
+            low: 0.0,
+            high: 0.66,
+        },
+        1,
+    ));
     assert_eq!(s.best_short(), "0/2", "runs with the bug of runs, not a bare 0%");
 }

@@ -116,7 +116,11 @@ struct Run<'a> {
 }
 
 fn function_spec(func: &str, node: &NodeInfo) -> String {
-    if func.contains(':') { func.to_string() } else { format!("{}:{func}", node.binary.display()) }
+    if func.contains(':') {
+        func.to_string()
+    } else {
+        format!("{}:{func}", node.binary.display())
+    }
 }
 
 /// The gap threshold of profile runs: low enough that every connection between nodes that
@@ -155,18 +159,31 @@ fn trace_config(plan: &FaultPlan, infos: &[NodeInfo], opts: &RunOptions) -> trac
 
 /// Refuses a scenario whose programs are not there, before anything starts.
 fn check_programs(scenario: &Scenario) -> Result<()> {
-    let setup = scenario.setup.iter().enumerate().map(|(i, s)| (format!("setup {}", i + 1), &s.command));
-    let commands = scenario.nodes.iter().map(|n| (format!("node {}", n.name), &n.command)).chain(setup).chain([
-        ("[workload]".to_string(), &scenario.workload.command),
-        ("[oracle]".to_string(), &scenario.oracle.command),
-    ]);
+    let setup = scenario
+        .setup
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (format!("setup {}", i + 1), &s.command));
+    let commands = scenario
+        .nodes
+        .iter()
+        .map(|n| (format!("node {}", n.name), &n.command))
+        .chain(setup)
+        .chain([
+            ("[workload]".to_string(), &scenario.workload.command),
+            ("[oracle]".to_string(), &scenario.oracle.command),
+        ]);
     for (what, argv) in commands {
         let program = &argv[0];
         if program.contains('{') {
             continue;
         }
         if !resolve_binary(program).is_file() {
-            bail!("scenario {}: {what}: program '{program}' not found{}", scenario.name, if program.contains('/') { "" } else { " on PATH" });
+            bail!(
+                "scenario {}: {what}: program '{program}' not found{}",
+                scenario.name,
+                if program.contains('/') { "" } else { " on PATH" }
+            );
         }
     }
     Ok(())
@@ -179,7 +196,10 @@ pub fn run(scenario: &Scenario, plan: &FaultPlan, opts: &RunOptions) -> Result<R
     nodes::become_subreaper();
     let base = opts.base_dir.clone().unwrap_or_else(std::env::temp_dir);
     std::fs::create_dir_all(&base).with_context(|| format!("run directory {}", base.display()))?;
-    let workdir = tempfile::Builder::new().prefix("reproducer-run-").tempdir_in(&base)?.keep();
+    let workdir = tempfile::Builder::new()
+        .prefix("reproducer-run-")
+        .tempdir_in(&base)?
+        .keep();
     let result = run_in(scenario, plan, &workdir, opts);
     let swept = nodes::sweep(Duration::from_secs(10));
     let mut report = match result.and_then(|r| swept.map(|()| r)) {
@@ -202,11 +222,23 @@ pub fn run(scenario: &Scenario, plan: &FaultPlan, opts: &RunOptions) -> Result<R
 /// not finish makes the run an error (a search on a broken oracle is wasted time).
 fn oracle_verdict(status: Option<std::process::ExitStatus>, log: &Path) -> Result<bool> {
     use std::os::unix::process::ExitStatusExt;
-    let Some(status) = status else { bail!("the oracle did not finish within 60 s; its log ends: {}", nodes::log_tail(log, 5)) };
+    let Some(status) = status else {
+        bail!(
+            "the oracle did not finish within 60 s; its log ends: {}",
+            nodes::log_tail(log, 5)
+        )
+    };
     match (status.code(), status.signal()) {
         (Some(0), _) => Ok(true),
-        (Some(126 | 127), _) => bail!("the oracle could not be started (exit {}); its log ends: {}", status.code().unwrap_or(0), nodes::log_tail(log, 5)),
-        (None, Some(sig)) => bail!("the oracle was killed by signal {sig}; its log ends: {}", nodes::log_tail(log, 5)),
+        (Some(126 | 127), _) => bail!(
+            "the oracle could not be started (exit {}); its log ends: {}",
+            status.code().unwrap_or(0),
+            nodes::log_tail(log, 5)
+        ),
+        (None, Some(sig)) => bail!(
+            "the oracle was killed by signal {sig}; its log ends: {}",
+            nodes::log_tail(log, 5)
+        ),
         _ => Ok(false),
     }
 }
@@ -215,8 +247,15 @@ fn run_in(scenario: &Scenario, plan: &FaultPlan, workdir: &Path, opts: &RunOptio
     static RUN_SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let run_id = (std::process::id() % 10000) * 10 + RUN_SEQ.fetch_add(1, Ordering::Relaxed) % 10;
     let netbed = Netbed::create(scenario, run_id)?;
-    let mut vars = Placeholders { workdir: workdir.display().to_string(), ..Default::default() };
-    let users = scenario.nodes.iter().map(|n| n.user.as_deref().map(RunAs::lookup).transpose()).collect::<Result<Vec<_>>>()?;
+    let mut vars = Placeholders {
+        workdir: workdir.display().to_string(),
+        ..Default::default()
+    };
+    let users = scenario
+        .nodes
+        .iter()
+        .map(|n| n.user.as_deref().map(RunAs::lookup).transpose())
+        .collect::<Result<Vec<_>>>()?;
     if scenario.has_users() {
         // the accounts must reach the run directory and read what setup writes there
         std::fs::set_permissions(workdir, std::fs::Permissions::from_mode(0o755))?;
@@ -233,16 +272,23 @@ fn run_in(scenario: &Scenario, plan: &FaultPlan, workdir: &Path, opts: &RunOptio
         }
         let binary = resolve_binary(&vars.expand(&n.command[0])?);
         let net = netbed.of(&n.name);
-        infos.push(NodeInfo { binary, address: n.address.clone(), host_veth: net.map(|x| x.host_veth.clone()) });
+        infos.push(NodeInfo {
+            binary,
+            address: n.address.clone(),
+            host_veth: net.map(|x| x.host_veth.clone()),
+        });
     }
     super::setup::run_setup(scenario, workdir, &vars)?;
-    let session = tracerd::session::TraceSession::start(trace_config(plan, &infos, opts)).context("starting the run's tracing")?;
+    let session = tracerd::session::TraceSession::start(trace_config(plan, &infos, opts))
+        .context("starting the run's tracing")?;
     let injector = Injector::start(plan, &infos)?;
     let (fired_tx, fired_rx) = crossbeam_channel::unbounded();
     let mut patterns = Vec::new();
     for f in &plan.faults {
         let glob = match &f.action {
-            Planned::Syscall { path: Some(p), .. } => Some(glob::Pattern::new(&vars.expand(p)?).context("a fault's path glob")?),
+            Planned::Syscall { path: Some(p), .. } => {
+                Some(glob::Pattern::new(&vars.expand(p)?).context("a fault's path glob")?)
+            }
             _ => None,
         };
         patterns.push(glob);
@@ -257,20 +303,54 @@ fn run_in(scenario: &Scenario, plan: &FaultPlan, workdir: &Path, opts: &RunOptio
     });
     let notify_syscalls = (0..scenario.nodes.len())
         .map(|i| {
-            let nrs = plan.faults.iter().filter(|f| f.node == i).filter_map(|f| match f.action {
-                Planned::Syscall { nr, .. } => Some(nr),
-                _ => None,
-            });
+            let nrs = plan
+                .faults
+                .iter()
+                .filter(|f| f.node == i)
+                .filter_map(|f| match f.action {
+                    Planned::Syscall { nr, .. } => Some(nr),
+                    _ => None,
+                });
             nrs.collect::<BTreeSet<_>>().into_iter().collect()
         })
         .collect();
-    let report = RunReport { bug: false, timed_out: false, fired: Vec::new(), faults: plan.len(), context: Vec::new(), workdir: workdir.to_path_buf(), trace: None, kept: false, launched: Vec::new(), matched: Vec::new(), duration_ms: 0, not_started: None };
+    let report = RunReport {
+        bug: false,
+        timed_out: false,
+        fired: Vec::new(),
+        faults: plan.len(),
+        context: Vec::new(),
+        workdir: workdir.to_path_buf(),
+        trace: None,
+        kept: false,
+        launched: Vec::new(),
+        matched: Vec::new(),
+        duration_ms: 0,
+        not_started: None,
+    };
     let mut run = Run {
-        scenario, plan, workdir: workdir.to_path_buf(), vars, netbed, injector, session, shared, fired_rx,
-        supervisors: Vec::new(), procs: Vec::new(), notify_syscalls, started: Instant::now(), started_boot_ns: boottime_ns(), report, resumes: Vec::new(), users,
+        scenario,
+        plan,
+        workdir: workdir.to_path_buf(),
+        vars,
+        netbed,
+        injector,
+        session,
+        shared,
+        fired_rx,
+        supervisors: Vec::new(),
+        procs: Vec::new(),
+        notify_syscalls,
+        started: Instant::now(),
+        started_boot_ns: boottime_ns(),
+        report,
+        resumes: Vec::new(),
+        users,
     };
     let outcome = match run.drive() {
-        Err(e) if !plan.faults.is_empty() && e.downcast_ref::<NotStarted>().is_some() => run.end_not_started(&e),
+        Err(e) if !plan.faults.is_empty() && e.downcast_ref::<NotStarted>().is_some() => {
+            run.end_not_started(&e)
+        }
         other => other,
     };
     run.teardown();
@@ -300,19 +380,29 @@ impl Run<'_> {
             log: &log,
             netns: netns.as_deref(),
             cwd: &self.workdir,
-            seccomp: filter.as_deref().map(|f| (f, std::os::fd::AsRawFd::as_raw_fd(&child_end))),
-            register: &[(self.injector.node_map_fd(), (i as u32).to_ne_bytes()), (self.session.targets_map_fd(), 1u32.to_ne_bytes())],
+            seccomp: filter
+                .as_deref()
+                .map(|f| (f, std::os::fd::AsRawFd::as_raw_fd(&child_end))),
+            register: &[
+                (self.injector.node_map_fd(), (i as u32).to_ne_bytes()),
+                (self.session.targets_map_fd(), 1u32.to_ne_bytes()),
+            ],
             user: self.users[i].as_ref(),
         };
         if filter.is_some() {
-            self.supervisors.push(supervisor::spawn(self.shared.clone(), i, parent_end)?);
+            self.supervisors
+                .push(supervisor::spawn(self.shared.clone(), i, parent_end)?);
         }
         let child = nodes::spawn(&launch)?;
         drop(child_end);
         let pid = child.id();
         self.vars.pids.insert(node.name.clone(), pid);
         self.report.launched.push((node.name.clone(), pid));
-        let proc = NodeProc { child: Some(child), pid, ready: false };
+        let proc = NodeProc {
+            child: Some(child),
+            pid,
+            ready: false,
+        };
         if i < self.procs.len() {
             self.procs[i] = proc;
         } else {
@@ -335,11 +425,25 @@ impl Run<'_> {
             if super::interrupt::requested() {
                 bail!("interrupted");
             }
-            if let Some(status) = self.procs[i].child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+            if let Some(status) = self.procs[i]
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten())
+            {
                 let log = nodes::log_tail(&self.log_of(&node.name), 10);
-                return Err(NotStarted(format!("node {} exited ({status}) before it was ready; its log ends: {log}", node.name)).into());
+                return Err(NotStarted(format!(
+                    "node {} exited ({status}) before it was ready; its log ends: {log}",
+                    node.name
+                ))
+                .into());
             }
-            let status = nodes::run_until(&argv, netns.as_deref(), &self.workdir, &log, Instant::now() + Duration::from_secs(5))?;
+            let status = nodes::run_until(
+                &argv,
+                netns.as_deref(),
+                &self.workdir,
+                &log,
+                Instant::now() + Duration::from_secs(5),
+            )?;
             if status.is_some_and(|s| s.success()) {
                 self.procs[i].ready = true;
                 return Ok(());
@@ -347,22 +451,39 @@ impl Run<'_> {
             std::thread::sleep(Duration::from_millis(100));
         }
         let log = nodes::log_tail(&self.log_of(&node.name), 10);
-        Err(NotStarted(format!("node {} never became ready ({}); its log ends: {log}", node.name, ready.join(" "))).into())
+        Err(NotStarted(format!(
+            "node {} never became ready ({}); its log ends: {log}",
+            node.name,
+            ready.join(" ")
+        ))
+        .into())
     }
 
     /// Ends a run whose node did not start: what fired until then, the trace, run.json.
     fn end_not_started(&mut self, e: &anyhow::Error) -> Result<()> {
         let events = self.injector.poll(Duration::from_millis(50))?;
         self.handle_probe_events(events);
-        let fired: Vec<String> = self.report.fired.iter().map(|f| format!("fault {} fired in pid {}", f.fault, f.pid)).collect();
-        let fired = if fired.is_empty() { "no fault had fired".to_string() } else { fired.join(", ") };
+        let fired: Vec<String> = self
+            .report
+            .fired
+            .iter()
+            .map(|f| format!("fault {} fired in pid {}", f.fault, f.pid))
+            .collect();
+        let fired = if fired.is_empty() {
+            "no fault had fired".to_string()
+        } else {
+            fired.join(", ")
+        };
         self.report.not_started = Some(format!("{e}; {fired} before it was ready"));
         self.report.matched = self.shared.counts.lock().map(|c| c.clone()).unwrap_or_default();
         let trace_dir = self.workdir.join("trace");
         std::fs::create_dir_all(&trace_dir)?;
         self.report.duration_ms = boottime_ns().saturating_sub(self.started_boot_ns) / 1_000_000;
         self.report.trace = Some(self.session.dump(&trace_dir)?);
-        std::fs::write(self.workdir.join("run.json"), serde_json::to_vec_pretty(&self.report)?)?;
+        std::fs::write(
+            self.workdir.join("run.json"),
+            serde_json::to_vec_pretty(&self.report)?,
+        )?;
         Ok(())
     }
 
@@ -386,7 +507,12 @@ impl Run<'_> {
         let names = probe_names(&self.injector.probes);
         for e in events {
             let name = names.get(&e.probe).cloned().unwrap_or_default();
-            self.report.context.push(format!("fault {}: {name} (step {}) in pid {}", e.fault + 1, e.step, e.pid));
+            self.report.context.push(format!(
+                "fault {}: {name} (step {}) in pid {}",
+                e.fault + 1,
+                e.step,
+                e.pid
+            ));
             if e.fired {
                 self.record(e.fault, e.pid, e.tid, e.ts_ns, format!("at {name}"));
             }
@@ -400,7 +526,9 @@ impl Run<'_> {
     /// Injects the current fault from here when it has no context and its node is up.
     fn fire_contextless(&mut self) -> Result<()> {
         let (index, _) = self.injector.state()?;
-        let Some(f) = self.plan.faults.get(index) else { return Ok(()) };
+        let Some(f) = self.plan.faults.get(index) else {
+            return Ok(());
+        };
         if !f.context().after_functions.is_empty() {
             return Ok(());
         }
@@ -418,7 +546,13 @@ impl Run<'_> {
             }
         }
         self.injector.advance_past(index)?;
-        self.record(index, pid, pid, boottime_ns(), "no context: injected when it became current".into());
+        self.record(
+            index,
+            pid,
+            pid,
+            boottime_ns(),
+            "no context: injected when it became current".into(),
+        );
         Ok(())
     }
 
@@ -438,7 +572,11 @@ impl Run<'_> {
     /// Restarts nodes that died and want it; marks the others down.
     fn watch_nodes(&mut self) -> Result<()> {
         for i in 0..self.procs.len() {
-            let exited = self.procs[i].child.as_mut().and_then(|c| c.try_wait().ok().flatten()).is_some();
+            let exited = self.procs[i]
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten())
+                .is_some();
             if !exited {
                 continue;
             }
@@ -457,7 +595,15 @@ impl Run<'_> {
             self.launch(i)?;
         }
         let argv = self.vars.expand_all(&self.scenario.workload.command)?;
-        let mut workload = nodes::spawn(&Launch { argv: &argv, log: &self.log_of("workload"), netns: None, cwd: &self.workdir, seccomp: None, register: &[], user: None })?;
+        let mut workload = nodes::spawn(&Launch {
+            argv: &argv,
+            log: &self.log_of("workload"),
+            netns: None,
+            cwd: &self.workdir,
+            seccomp: None,
+            register: &[],
+            user: None,
+        })?;
         self.started = Instant::now();
         loop {
             if super::interrupt::requested() {
@@ -488,7 +634,13 @@ impl Run<'_> {
         self.handle_probe_events(events);
         self.resume_due(true);
         let argv = self.vars.expand_all(&self.scenario.oracle.command)?;
-        let status = nodes::run_until(&argv, None, &self.workdir, &self.log_of("oracle"), Instant::now() + Duration::from_secs(60))?;
+        let status = nodes::run_until(
+            &argv,
+            None,
+            &self.workdir,
+            &self.log_of("oracle"),
+            Instant::now() + Duration::from_secs(60),
+        )?;
         self.report.bug = oracle_verdict(status, &self.log_of("oracle"))?;
         self.report.matched = self.shared.counts.lock().map(|c| c.clone()).unwrap_or_default();
         let trace_dir = self.workdir.join("trace");
@@ -496,7 +648,10 @@ impl Run<'_> {
         self.report.duration_ms = boottime_ns().saturating_sub(self.started_boot_ns) / 1_000_000;
         self.report.trace = Some(self.session.dump(&trace_dir)?);
         // what the injector did, for whoever reads this run later (the diagnosis feedback)
-        std::fs::write(self.workdir.join("run.json"), serde_json::to_vec_pretty(&self.report)?)?;
+        std::fs::write(
+            self.workdir.join("run.json"),
+            serde_json::to_vec_pretty(&self.report)?,
+        )?;
         Ok(())
     }
 

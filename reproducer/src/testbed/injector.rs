@@ -12,7 +12,10 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use crossbeam_channel::{unbounded, Receiver};
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
-use libbpf_rs::{Link, MapCore, MapFlags, MapHandle, OpenObject, RingBuffer, RingBufferBuilder, TcHook, TcHookBuilder, UprobeOpts, TC_INGRESS};
+use libbpf_rs::{
+    Link, MapCore, MapFlags, MapHandle, OpenObject, RingBuffer, RingBufferBuilder, TcHook, TcHookBuilder,
+    UprobeOpts, TC_INGRESS,
+};
 
 use crate::model::plan::{FaultPlan, Planned, PlannedFault};
 use crate::model::schedule::Direction;
@@ -36,8 +39,13 @@ const MAX_FUNCS: usize = 8;
 const MAX_PEERS: usize = 8;
 const _: () = {
     use std::mem::{offset_of, size_of};
-    assert!(offset_of!(inj_fault, duration_ns) - offset_of!(inj_fault, probes) == MAX_FUNCS * size_of::<u32>());
-    assert!(offset_of!(inj_partition, reserved) - offset_of!(inj_partition, peers) == MAX_PEERS * size_of::<u32>());
+    assert!(
+        offset_of!(inj_fault, duration_ns) - offset_of!(inj_fault, probes) == MAX_FUNCS * size_of::<u32>()
+    );
+    assert!(
+        offset_of!(inj_partition, reserved) - offset_of!(inj_partition, peers)
+            == MAX_PEERS * size_of::<u32>()
+    );
 };
 
 /// Where a context probe sits.
@@ -98,8 +106,16 @@ pub struct NodeInfo {
 
 fn probe_site(function: &str, node: &NodeInfo, offset: u64) -> ProbeSite {
     match function.rsplit_once(':') {
-        Some((binary, symbol)) if !binary.is_empty() => ProbeSite { binary: binary.into(), symbol: symbol.into(), offset },
-        _ => ProbeSite { binary: node.binary.clone(), symbol: function.into(), offset },
+        Some((binary, symbol)) if !binary.is_empty() => ProbeSite {
+            binary: binary.into(),
+            symbol: symbol.into(),
+            offset,
+        },
+        _ => ProbeSite {
+            binary: node.binary.clone(),
+            symbol: function.into(),
+            offset,
+        },
     }
 }
 
@@ -109,13 +125,19 @@ impl Injector {
         let mut max_partitions = 0;
         let mut sections = Vec::new();
         let skel = OwnedSkel::new(|storage: &'static mut MaybeUninit<OpenObject>| -> Result<_> {
-            let mut open = bpf::InjectorSkelBuilder::default().open(storage).context("opening the injector")?;
+            let mut open = bpf::InjectorSkelBuilder::default()
+                .open(storage)
+                .context("opening the injector")?;
             let max_faults = open.maps.faults.max_entries() as usize;
             if faults.len() > max_faults {
                 bail!("a schedule holds at most {max_faults} faults");
             }
             max_partitions = open.maps.partitions.max_entries();
-            open.maps.rodata_data.as_deref_mut().context("injector has no rodata")?.nfaults = faults.len() as u32;
+            open.maps
+                .rodata_data
+                .as_deref_mut()
+                .context("injector has no rodata")?
+                .nfaults = faults.len() as u32;
             sections = tracerd::kernel::sections(open.open_object());
             tracerd::kernel::diagnose("loading the injector's BPF programs", &sections, || open.load())
         })?;
@@ -124,14 +146,33 @@ impl Injector {
         builder.add(&skel.maps.events, move |data: &[u8]| {
             if let Some(e) = read_struct::<inj_event>(data) {
                 let fired = e.kind == inj_event_kind::INJ_EV_FIRED.0;
-                let _ = tx.send(InjEvent { ts_ns: e.ts_ns, fired, fault: e.fault as usize, pid: e.pid, tid: e.tid, probe: e.probe, step: e.step });
+                let _ = tx.send(InjEvent {
+                    ts_ns: e.ts_ns,
+                    fired,
+                    fault: e.fault as usize,
+                    pid: e.pid,
+                    tid: e.tid,
+                    probe: e.probe,
+                    step: e.step,
+                });
             }
             0
         })?;
         let ring = builder.build()?;
-        let mut inj = Injector { ring, events, skel, _uprobes: Vec::new(), tc_hooks: Vec::new(), probes: Vec::new(), nfaults: faults.len(), max_partitions };
+        let mut inj = Injector {
+            ring,
+            events,
+            skel,
+            _uprobes: Vec::new(),
+            tc_hooks: Vec::new(),
+            probes: Vec::new(),
+            nfaults: faults.len(),
+            max_partitions,
+        };
         inj.load_plan(faults, nodes)?;
-        tracerd::kernel::diagnose("attaching the injector's process hooks", &sections, || inj.skel.attach())?;
+        tracerd::kernel::diagnose("attaching the injector's process hooks", &sections, || {
+            inj.skel.attach()
+        })?;
         inj.attach_probes()?;
         inj.attach_partition_filters(faults, nodes)?;
         Ok(inj)
@@ -163,10 +204,19 @@ impl Injector {
             };
             let node = &nodes[f.node];
             for (j, func) in context.after_functions.iter().enumerate() {
-                let offset = if j + 1 == context.after_functions.len() { context.offset.unwrap_or(0) } else { 0 };
+                let offset = if j + 1 == context.after_functions.len() {
+                    context.offset.unwrap_or(0)
+                } else {
+                    0
+                };
                 v.probes[j] = self.probe_id(probe_site(func, node, offset));
             }
-            if let Planned::Partition { peers, direction, duration } = &f.action {
+            if let Planned::Partition {
+                peers,
+                direction,
+                duration,
+            } = &f.action
+            {
                 if next_slot >= self.max_partitions {
                     bail!("a schedule holds at most {} partitions", self.max_partitions);
                 }
@@ -175,14 +225,28 @@ impl Injector {
                 self.write_partition(next_slot, f.node, peers, *direction, nodes)?;
                 next_slot += 1;
             }
-            self.skel.maps.faults.update(&(i as u32).to_ne_bytes(), bytes_of(&v), MapFlags::ANY)?;
+            self.skel
+                .maps
+                .faults
+                .update(&(i as u32).to_ne_bytes(), bytes_of(&v), MapFlags::ANY)?;
         }
         Ok(())
     }
 
-    fn write_partition(&self, slot: u32, node: usize, peers: &[usize], direction: Direction, nodes: &[NodeInfo]) -> Result<()> {
+    fn write_partition(
+        &self,
+        slot: u32,
+        node: usize,
+        peers: &[usize],
+        direction: Direction,
+        nodes: &[NodeInfo],
+    ) -> Result<()> {
         let addr = |i: usize| ipv4(nodes[i].address.as_deref().unwrap_or_default());
-        let mut p = inj_partition { node_addr: addr(node)?, npeers: peers.len() as u32, ..Default::default() };
+        let mut p = inj_partition {
+            node_addr: addr(node)?,
+            npeers: peers.len() as u32,
+            ..Default::default()
+        };
         let direction = match direction {
             Direction::Both => inj_direction::INJ_BOTH,
             Direction::Out => inj_direction::INJ_OUT,
@@ -195,26 +259,54 @@ impl Injector {
         for (k, &peer) in peers.iter().enumerate() {
             p.peers[k] = addr(peer)?;
         }
-        self.skel.maps.partitions.update(&slot.to_ne_bytes(), bytes_of(&p), MapFlags::ANY)?;
+        self.skel
+            .maps
+            .partitions
+            .update(&slot.to_ne_bytes(), bytes_of(&p), MapFlags::ANY)?;
         Ok(())
     }
 
     fn attach_probes(&mut self) -> Result<()> {
         for (id, site) in self.probes.clone().iter().enumerate() {
-            let opts = UprobeOpts { cookie: id as u64, func_name: Some(site.symbol.clone()), ..Default::default() };
-            let link = match self.skel.progs.context_probe.attach_uprobe_with_opts(-1, &site.binary, site.offset as usize, opts) {
+            let opts = UprobeOpts {
+                cookie: id as u64,
+                func_name: Some(site.symbol.clone()),
+                ..Default::default()
+            };
+            let link = match self.skel.progs.context_probe.attach_uprobe_with_opts(
+                -1,
+                &site.binary,
+                site.offset as usize,
+                opts,
+            ) {
                 Ok(link) => link,
                 // libbpf looks names up in .symtab and .dynsym only; a Go function is in .gopclntab,
                 // which our own resolution reads
-                Err(e) => match tracedump::elf::function_offsets(&site.binary).ok().and_then(|o| o.get(&site.symbol).copied()) {
+                Err(e) => match tracedump::elf::function_offsets(&site.binary)
+                    .ok()
+                    .and_then(|o| o.get(&site.symbol).copied())
+                {
                     Some(entry) => {
-                        let opts = UprobeOpts { cookie: id as u64, ..Default::default() };
-                        self.skel.progs.context_probe.attach_uprobe_with_opts(-1, &site.binary, (entry + site.offset) as usize, opts)
+                        let opts = UprobeOpts {
+                            cookie: id as u64,
+                            ..Default::default()
+                        };
+                        self.skel.progs.context_probe.attach_uprobe_with_opts(
+                            -1,
+                            &site.binary,
+                            (entry + site.offset) as usize,
+                            opts,
+                        )
                     }
                     None => Err(e),
                 }
                 .with_context(|| {
-                    format!("context probe {}:{}+{}: cannot attach (is the symbol in the binary?)", site.binary.display(), site.symbol, site.offset)
+                    format!(
+                        "context probe {}:{}+{}: cannot attach (is the symbol in the binary?)",
+                        site.binary.display(),
+                        site.symbol,
+                        site.offset
+                    )
                 })?,
             };
             self._uprobes.push(link);
@@ -223,12 +315,16 @@ impl Injector {
     }
 
     fn attach_partition_filters(&mut self, faults: &[PlannedFault], nodes: &[NodeInfo]) -> Result<()> {
-        if !faults.iter().any(|f| matches!(f.action, Planned::Partition { .. })) {
+        if !faults
+            .iter()
+            .any(|f| matches!(f.action, Planned::Partition { .. }))
+        {
             return Ok(());
         }
         for node in nodes {
             let Some(veth) = &node.host_veth else { continue };
-            let ifindex = nix::net::if_::if_nametoindex(veth.as_str()).with_context(|| format!("interface {veth}"))?;
+            let ifindex =
+                nix::net::if_::if_nametoindex(veth.as_str()).with_context(|| format!("interface {veth}"))?;
             let mut hook = TcHookBuilder::new(self.skel.progs.partition_filter.as_fd())
                 .ifindex(ifindex as i32)
                 .replace(true)
@@ -236,7 +332,8 @@ impl Injector {
                 .priority(1)
                 .hook(TC_INGRESS);
             hook.create().with_context(|| format!("clsact qdisc on {veth}"))?;
-            hook.attach().with_context(|| format!("partition filter on {veth}"))?;
+            hook.attach()
+                .with_context(|| format!("partition filter on {veth}"))?;
             self.tc_hooks.push(hook);
         }
         Ok(())
@@ -244,7 +341,10 @@ impl Injector {
 
     /// Makes `pid` (and its future children) count as node `node`.
     pub fn set_node(&self, pid: u32, node: usize) -> Result<()> {
-        self.skel.maps.node_of.update(&pid.to_ne_bytes(), &(node as u32).to_ne_bytes(), MapFlags::ANY)?;
+        self.skel
+            .maps
+            .node_of
+            .update(&pid.to_ne_bytes(), &(node as u32).to_ne_bytes(), MapFlags::ANY)?;
         Ok(())
     }
 
@@ -275,13 +375,26 @@ impl Injector {
     /// Switches partition fault `slot` on for `duration`.
     pub fn activate_partition(&self, fault_index: usize, duration: Duration) -> Result<()> {
         let key = (fault_index as u32).to_ne_bytes();
-        let raw = self.skel.maps.faults.lookup(&key, MapFlags::ANY)?.context("fault not loaded")?;
+        let raw = self
+            .skel
+            .maps
+            .faults
+            .lookup(&key, MapFlags::ANY)?
+            .context("fault not loaded")?;
         let f: inj_fault = read_struct(&raw).context("fault value too short")?;
         let slot = f.partition.to_ne_bytes();
-        let raw = self.skel.maps.partitions.lookup(&slot, MapFlags::ANY)?.context("partition not loaded")?;
+        let raw = self
+            .skel
+            .maps
+            .partitions
+            .lookup(&slot, MapFlags::ANY)?
+            .context("partition not loaded")?;
         let mut p: inj_partition = read_struct(&raw).context("partition value too short")?;
         p.until_ns = monotonic_ns() + duration.as_nanos() as u64;
-        self.skel.maps.partitions.update(&slot, bytes_of(&p), MapFlags::ANY)?;
+        self.skel
+            .maps
+            .partitions
+            .update(&slot, bytes_of(&p), MapFlags::ANY)?;
         Ok(())
     }
 
@@ -305,7 +418,9 @@ impl Drop for Injector {
 }
 
 pub fn read_state(map: &dyn MapCore) -> Result<(usize, u32)> {
-    let raw = map.lookup(&0u32.to_ne_bytes(), MapFlags::ANY)?.context("injector state missing")?;
+    let raw = map
+        .lookup(&0u32.to_ne_bytes(), MapFlags::ANY)?
+        .context("injector state missing")?;
     let v = u64::from_ne_bytes(raw.get(..8).and_then(|b| b.try_into().ok()).unwrap_or([0; 8]));
     Ok(((v >> 32) as usize, v as u32))
 }
@@ -320,14 +435,31 @@ pub fn advance_past(map: &dyn MapCore, index: usize) -> Result<()> {
 }
 
 pub fn monotonic_ns() -> u64 {
-    nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC).map(|t| t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64).unwrap_or(0)
+    nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
+        .map(|t| t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64)
+        .unwrap_or(0)
 }
 
 pub fn boottime_ns() -> u64 {
-    nix::time::clock_gettime(nix::time::ClockId::CLOCK_BOOTTIME).map(|t| t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64).unwrap_or(0)
+    nix::time::clock_gettime(nix::time::ClockId::CLOCK_BOOTTIME)
+        .map(|t| t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64)
+        .unwrap_or(0)
 }
 
 /// Probe ids by site, for reports.
 pub fn probe_names(probes: &[ProbeSite]) -> HashMap<u32, String> {
-    probes.iter().enumerate().map(|(i, p)| (i as u32, if p.offset == 0 { p.symbol.clone() } else { format!("{}+{}", p.symbol, p.offset) })).collect()
+    probes
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            (
+                i as u32,
+                if p.offset == 0 {
+                    p.symbol.clone()
+                } else {
+                    format!("{}+{}", p.symbol, p.offset)
+                },
+            )
+        })
+        .collect()
 }

@@ -25,9 +25,16 @@ pub struct Netbed {
 }
 
 fn ip(args: &[&str]) -> Result<()> {
-    let out = Command::new("ip").args(args).output().context("running ip (iproute2)")?;
+    let out = Command::new("ip")
+        .args(args)
+        .output()
+        .context("running ip (iproute2)")?;
     if !out.status.success() {
-        bail!("ip {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim());
+        bail!(
+            "ip {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
     }
     Ok(())
 }
@@ -35,8 +42,18 @@ fn ip(args: &[&str]) -> Result<()> {
 impl Netbed {
     /// Creates the network of `scenario` for run `run_id` (a short unique number).
     pub fn create(scenario: &Scenario, run_id: u32) -> Result<Netbed> {
-        let mut bed = Netbed { bridge: None, bridge_address: None, nodes: Vec::new(), created_netns: Vec::new() };
-        let with_address: Vec<_> = scenario.nodes.iter().enumerate().filter(|(_, n)| n.address.is_some()).collect();
+        let mut bed = Netbed {
+            bridge: None,
+            bridge_address: None,
+            nodes: Vec::new(),
+            created_netns: Vec::new(),
+        };
+        let with_address: Vec<_> = scenario
+            .nodes
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| n.address.is_some())
+            .collect();
         if with_address.is_empty() {
             return Ok(bed);
         }
@@ -55,12 +72,27 @@ impl Netbed {
             let host_veth = format!("rp{run_id}n{i}");
             ip(&["netns", "add", &netns])?;
             bed.created_netns.push(netns.clone());
-            ip(&["link", "add", &host_veth, "type", "veth", "peer", "name", "eth0", "netns", &netns])?;
+            ip(&[
+                "link", "add", &host_veth, "type", "veth", "peer", "name", "eth0", "netns", &netns,
+            ])?;
             ip(&["link", "set", &host_veth, "master", &bridge, "up"])?;
-            ip(&["-n", &netns, "addr", "add", &format!("{address}/24"), "dev", "eth0"])?;
+            ip(&[
+                "-n",
+                &netns,
+                "addr",
+                "add",
+                &format!("{address}/24"),
+                "dev",
+                "eth0",
+            ])?;
             ip(&["-n", &netns, "link", "set", "eth0", "up"])?;
             ip(&["-n", &netns, "link", "set", "lo", "up"])?;
-            bed.nodes.push(NodeNet { node: node.name.clone(), netns, host_veth, address });
+            bed.nodes.push(NodeNet {
+                node: node.name.clone(),
+                netns,
+                host_veth,
+                address,
+            });
         }
         Ok(bed)
     }

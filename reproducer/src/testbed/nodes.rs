@@ -36,15 +36,35 @@ fn map_update_raw(map_fd: std::os::fd::RawFd, key: &[u8; 4], value: &[u8; 4]) ->
         flags: u64,
     }
     const BPF_MAP_UPDATE_ELEM: libc::c_long = 2;
-    let attr = ElemAttr { map_fd: map_fd as u32, _pad: 0, key: key.as_ptr() as u64, value: value.as_ptr() as u64, flags: 0 };
+    let attr = ElemAttr {
+        map_fd: map_fd as u32,
+        _pad: 0,
+        key: key.as_ptr() as u64,
+        value: value.as_ptr() as u64,
+        flags: 0,
+    };
     // SAFETY: attr points at valid key and value buffers for the duration of the call.
-    let r = unsafe { libc::syscall(libc::SYS_bpf, BPF_MAP_UPDATE_ELEM, &attr as *const ElemAttr, std::mem::size_of::<ElemAttr>()) };
-    if r < 0 { Err(std::io::Error::last_os_error()) } else { Ok(()) }
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            BPF_MAP_UPDATE_ELEM,
+            &attr as *const ElemAttr,
+            std::mem::size_of::<ElemAttr>(),
+        )
+    };
+    if r < 0 {
+        Err(std::io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
 }
 
 pub fn spawn(launch: &Launch<'_>) -> Result<Child> {
     let (program, args) = launch.argv.split_first().context("empty command")?;
-    let log = std::fs::OpenOptions::new().create(true).append(true).open(launch.log)
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(launch.log)
         .with_context(|| format!("log file {}", launch.log.display()))?;
     let mut cmd = Command::new(program);
     cmd.args(args)
@@ -89,7 +109,13 @@ pub fn spawn(launch: &Launch<'_>) -> Result<Child> {
 }
 
 /// Runs `argv` to completion or until `deadline`; None if it was killed at the deadline.
-pub fn run_until(argv: &[String], netns: Option<&str>, cwd: &Path, log: &Path, deadline: Instant) -> Result<Option<ExitStatus>> {
+pub fn run_until(
+    argv: &[String],
+    netns: Option<&str>,
+    cwd: &Path,
+    log: &Path,
+    deadline: Instant,
+) -> Result<Option<ExitStatus>> {
     run_until_as(argv, netns, cwd, log, deadline, None)
 }
 
@@ -102,7 +128,15 @@ pub fn run_until_as(
     deadline: Instant,
     user: Option<&super::runas::RunAs>,
 ) -> Result<Option<ExitStatus>> {
-    let mut child = spawn(&Launch { argv, log, netns, cwd, seccomp: None, register: &[], user })?;
+    let mut child = spawn(&Launch {
+        argv,
+        log,
+        netns,
+        cwd,
+        seccomp: None,
+        register: &[],
+        user,
+    })?;
     loop {
         if let Some(status) = child.try_wait()? {
             return Ok(Some(status));
@@ -170,7 +204,10 @@ pub fn sweep(timeout: Duration) -> Result<()> {
             unsafe { libc::kill(*pid as i32, libc::SIGKILL) };
         }
         // reap whatever became a zombie child of ours
-        while nix::sys::wait::waitpid(None, Some(nix::sys::wait::WaitPidFlag::WNOHANG)).map(|s| s != nix::sys::wait::WaitStatus::StillAlive).unwrap_or(false) {}
+        while nix::sys::wait::waitpid(None, Some(nix::sys::wait::WaitPidFlag::WNOHANG))
+            .map(|s| s != nix::sys::wait::WaitStatus::StillAlive)
+            .unwrap_or(false)
+        {}
         if start.elapsed() > timeout {
             bail!("processes still alive after cleanup: {left:?}");
         }
@@ -183,5 +220,9 @@ pub fn log_tail(path: &Path, n: usize) -> String {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     let lines: Vec<&str> = text.lines().collect();
     let tail = &lines[lines.len().saturating_sub(n)..];
-    if tail.is_empty() { "(log is empty)".to_string() } else { tail.join(" | ") }
+    if tail.is_empty() {
+        "(log is empty)".to_string()
+    } else {
+        tail.join(" | ")
+    }
 }

@@ -30,12 +30,20 @@ impl RunAs {
             .into_iter()
             .map(|g| g.as_raw())
             .collect();
-        Ok(RunAs { name: name.to_string(), uid: user.uid.as_raw(), gid: user.gid.as_raw(), groups, home: user.dir.display().to_string() })
+        Ok(RunAs {
+            name: name.to_string(),
+            uid: user.uid.as_raw(),
+            gid: user.gid.as_raw(),
+            groups,
+            home: user.dir.display().to_string(),
+        })
     }
 
     /// Sets HOME, USER and LOGNAME as a login would.
     pub fn set_env(&self, cmd: &mut std::process::Command) {
-        cmd.env("HOME", &self.home).env("USER", &self.name).env("LOGNAME", &self.name);
+        cmd.env("HOME", &self.home)
+            .env("USER", &self.name)
+            .env("LOGNAME", &self.name);
     }
 
     /// Switches the calling process to this account: groups, then gid, then uid.
@@ -43,7 +51,13 @@ impl RunAs {
     /// # Safety
     /// Meant for a `pre_exec` closure: makes raw syscalls only and does not allocate.
     pub unsafe fn switch(&self) -> std::io::Result<()> {
-        let check = |r: libc::c_int| if r == 0 { Ok(()) } else { Err(std::io::Error::last_os_error()) };
+        let check = |r: libc::c_int| {
+            if r == 0 {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
+            }
+        };
         // SAFETY: the pointer and length describe self.groups, alive for the call.
         check(unsafe { libc::setgroups(self.groups.len(), self.groups.as_ptr()) })?;
         // SAFETY: integer arguments.
@@ -105,7 +119,10 @@ mod tests {
         std::fs::create_dir(&run).unwrap();
         std::fs::set_permissions(top.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
         let e = nobody.check_reachable(&run).unwrap_err().to_string();
-        assert!(e.contains(&top.path().display().to_string()) && e.contains("700"), "{e}");
+        assert!(
+            e.contains(&top.path().display().to_string()) && e.contains("700"),
+            "{e}"
+        );
         std::fs::set_permissions(top.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
         nobody.check_reachable(&run).unwrap();
     }

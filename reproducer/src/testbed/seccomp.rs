@@ -31,12 +31,22 @@ union FdCmsgBuf {
 
 /// One classic-BPF statement (`BPF_STMT` of linux/filter.h).
 fn stmt(code: u32, k: u32) -> libc::sock_filter {
-    libc::sock_filter { code: code as u16, jt: 0, jf: 0, k }
+    libc::sock_filter {
+        code: code as u16,
+        jt: 0,
+        jf: 0,
+        k,
+    }
 }
 
 /// One classic-BPF conditional jump (`BPF_JUMP` of linux/filter.h).
 fn jump(code: u32, k: u32, jt: u8, jf: u8) -> libc::sock_filter {
-    libc::sock_filter { code: code as u16, jt, jf, k }
+    libc::sock_filter {
+        code: code as u16,
+        jt,
+        jf,
+        k,
+    }
 }
 
 /// Classic-BPF filter: for AUDIT_ARCH_X86_64, syscalls whose number is in `syscalls` return
@@ -88,7 +98,10 @@ fn retry_eintr<T: PartialOrd + Default + Copy>(mut call: impl FnMut() -> T) -> i
 /// Sets NO_NEW_PRIVS when not root, or when the kernel refuses without it (no CAP_SYS_ADMIN).
 unsafe fn install_listener(filter: &[libc::sock_filter]) -> io::Result<RawFd> {
     let len = u16::try_from(filter.len()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
-    let prog = libc::sock_fprog { len, filter: filter.as_ptr() as *mut libc::sock_filter };
+    let prog = libc::sock_fprog {
+        len,
+        filter: filter.as_ptr() as *mut libc::sock_filter,
+    };
     let install = || unsafe {
         libc::syscall(
             libc::SYS_seccomp,
@@ -129,7 +142,10 @@ fn fd_msghdr(iov: &mut libc::iovec, buf: &mut FdCmsgBuf) -> libc::msghdr {
 /// sendmmsg instead of sendmsg when `use_mmsg`. Allocation-free.
 unsafe fn send_fd(channel: RawFd, fd: RawFd, use_mmsg: bool) -> io::Result<()> {
     let mut byte = [b'L'];
-    let mut iov = libc::iovec { iov_base: byte.as_mut_ptr().cast(), iov_len: 1 };
+    let mut iov = libc::iovec {
+        iov_base: byte.as_mut_ptr().cast(),
+        iov_len: 1,
+    };
     let mut buf: FdCmsgBuf = unsafe { zeroed() };
     let msg = fd_msghdr(&mut iov, &mut buf);
     unsafe {
@@ -140,13 +156,20 @@ unsafe fn send_fd(channel: RawFd, fd: RawFd, use_mmsg: bool) -> io::Result<()> {
         std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<libc::c_int>(), fd);
     }
     let sent = if use_mmsg {
-        let mut m = libc::mmsghdr { msg_hdr: msg, msg_len: 0 };
+        let mut m = libc::mmsghdr {
+            msg_hdr: msg,
+            msg_len: 0,
+        };
         retry_eintr(|| unsafe { libc::sendmmsg(channel, &mut m, 1, libc::MSG_NOSIGNAL) })?;
         m.msg_len as usize
     } else {
         retry_eintr(|| unsafe { libc::sendmsg(channel, &msg, libc::MSG_NOSIGNAL) })? as usize
     };
-    if sent == 1 { Ok(()) } else { Err(io::Error::from_raw_os_error(libc::EIO)) }
+    if sent == 1 {
+        Ok(())
+    } else {
+        Err(io::Error::from_raw_os_error(libc::EIO))
+    }
 }
 
 /// Closes `fd` with close_range when the kernel has it: `close` may be a notified syscall, and
@@ -206,7 +229,10 @@ fn take_rights(msg: &libc::msghdr) -> Option<OwnedFd> {
 /// parent). UnexpectedEof if the other end closed without sending one.
 pub fn receive_listener(channel: &UnixStream) -> io::Result<Listener> {
     let mut byte = [0u8; 1];
-    let mut iov = libc::iovec { iov_base: byte.as_mut_ptr().cast(), iov_len: 1 };
+    let mut iov = libc::iovec {
+        iov_base: byte.as_mut_ptr().cast(),
+        iov_len: 1,
+    };
     // SAFETY: a plain C union for which all-zero is a valid value.
     let mut buf: FdCmsgBuf = unsafe { zeroed() };
     let mut msg = fd_msghdr(&mut iov, &mut buf);
@@ -215,9 +241,17 @@ pub fn receive_listener(channel: &UnixStream) -> io::Result<Listener> {
     let n = retry_eintr(|| unsafe { libc::recvmsg(fd, &mut msg, libc::MSG_CMSG_CLOEXEC) })?;
     let listener = take_rights(&msg);
     if n == 0 {
-        return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the child closed the channel without sending a seccomp listener"));
+        return Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            "the child closed the channel without sending a seccomp listener",
+        ));
     }
-    let fd = listener.ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "message on the seccomp channel carried no fd"))?;
+    let fd = listener.ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            "message on the seccomp channel carried no fd",
+        )
+    })?;
     Ok(Listener { fd })
 }
 
@@ -261,7 +295,11 @@ impl Listener {
     /// Waits until a notification is ready (true) or `deadline` passes (false). Err(BrokenPipe)
     /// once no process is left under the filter and nothing is pending.
     fn wait_readable(&self, deadline: Option<Instant>) -> io::Result<bool> {
-        let mut pfd = libc::pollfd { fd: self.fd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+        let mut pfd = libc::pollfd {
+            fd: self.fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
         // SAFETY: one valid pollfd.
         let r = retry_eintr(|| unsafe { libc::poll(&mut pfd, 1, poll_ms(deadline)) })?;
         if r == 0 {
@@ -273,7 +311,10 @@ impl Listener {
         if pfd.revents & libc::POLLNVAL != 0 {
             return Err(io::Error::from_raw_os_error(libc::EBADF));
         }
-        Err(io::Error::new(io::ErrorKind::BrokenPipe, "every process under the seccomp filter has exited"))
+        Err(io::Error::new(
+            io::ErrorKind::BrokenPipe,
+            "every process under the seccomp filter has exited",
+        ))
     }
 
     /// One SECCOMP_IOCTL_NOTIF_RECV (blocks if nothing is pending).
@@ -284,7 +325,12 @@ impl Listener {
         if unsafe { libc::ioctl(self.fd.as_raw_fd(), libc::SECCOMP_IOCTL_NOTIF_RECV, &mut n) } != 0 {
             return Err(io::Error::last_os_error());
         }
-        Ok(Notification { id: n.id, tid: n.pid, nr: n.data.nr as u32, args: n.data.args })
+        Ok(Notification {
+            id: n.id,
+            tid: n.pid,
+            nr: n.data.nr as u32,
+            args: n.data.args,
+        })
     }
 
     /// Waits up to `timeout` for a notification; Ok(None) on timeout. Retries EINTR; a
@@ -317,15 +363,28 @@ impl Listener {
     /// Lets the syscall run (SECCOMP_USER_NOTIF_FLAG_CONTINUE).
     pub fn allow(&self, id: u64) -> io::Result<()> {
         let flags = libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE as u32;
-        self.respond(libc::seccomp_notif_resp { id, val: 0, error: 0, flags })
+        self.respond(libc::seccomp_notif_resp {
+            id,
+            val: 0,
+            error: 0,
+            flags,
+        })
     }
 
     /// Fails the syscall without running it: it returns -errno (1..=4095, else InvalidInput).
     pub fn fail(&self, id: u64, errno: i32) -> io::Result<()> {
         if !(1..=4095).contains(&errno) {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("errno {errno} out of range")));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("errno {errno} out of range"),
+            ));
         }
-        self.respond(libc::seccomp_notif_resp { id, val: 0, error: -errno, flags: 0 })
+        self.respond(libc::seccomp_notif_resp {
+            id,
+            val: 0,
+            error: -errno,
+            flags: 0,
+        })
     }
 
     /// Whether the notification is still pending (SECCOMP_IOCTL_NOTIF_ID_VALID): call it after
@@ -340,16 +399,30 @@ impl Listener {
 fn page_size() -> u64 {
     // SAFETY: sysconf has no memory effects.
     let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    if size > 0 { size as u64 } else { 4096 }
+    if size > 0 {
+        size as u64
+    } else {
+        4096
+    }
 }
 
 /// Reads up to `buf.len()` bytes at `addr` of process `tid` into `buf` (process_vm_readv).
 fn read_remote(tid: u32, addr: u64, buf: &mut [u8]) -> io::Result<usize> {
-    let local = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
-    let remote = libc::iovec { iov_base: addr as *mut libc::c_void, iov_len: buf.len() };
+    let local = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    let remote = libc::iovec {
+        iov_base: addr as *mut libc::c_void,
+        iov_len: buf.len(),
+    };
     // SAFETY: `local` covers `buf`; the remote side is checked by the kernel.
     let n = unsafe { libc::process_vm_readv(tid as libc::pid_t, &local, 1, &remote, 1, 0) };
-    if n < 0 { Err(io::Error::last_os_error()) } else { Ok(n as usize) }
+    if n < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(n as usize)
+    }
 }
 
 /// Reads a NUL-terminated string of at most `max` bytes (NUL excluded) at `addr` in process
@@ -371,7 +444,9 @@ pub fn read_string(tid: u32, addr: u64, max: usize) -> io::Result<Vec<u8>> {
             return Err(io::Error::from_raw_os_error(libc::EFAULT));
         }
         out.extend_from_slice(&chunk[..got]);
-        at = at.checked_add(got as u64).ok_or_else(|| io::Error::from_raw_os_error(libc::EFAULT))?;
+        at = at
+            .checked_add(got as u64)
+            .ok_or_else(|| io::Error::from_raw_os_error(libc::EFAULT))?;
     }
     Err(io::Error::from_raw_os_error(libc::ENAMETOOLONG))
 }
@@ -399,7 +474,10 @@ mod tests {
     fn require_root() {
         // SAFETY: geteuid has no memory effects.
         let euid = unsafe { libc::geteuid() };
-        assert_eq!(euid, 0, "seccomp tests must run as root (euid is {euid}); rerun with sudo");
+        assert_eq!(
+            euid, 0,
+            "seccomp tests must run as root (euid is {euid}); rerun with sudo"
+        );
     }
 
     /// Serves the listener received on `channel` with `decide` (Some(errno) fails the call)
@@ -444,7 +522,11 @@ mod tests {
         let raw = child_end.as_raw_fd();
         // SAFETY: install_in_child is async-signal-safe and the filter was built before fork.
         unsafe { cmd.pre_exec(move || install_in_child(&filter, raw)) };
-        let mut child = cmd.stdin(Stdio::null()).stderr(Stdio::piped()).spawn().expect("spawn");
+        let mut child = cmd
+            .stdin(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn");
         drop(child_end);
         let deadline = Instant::now() + Duration::from_secs(30);
         let status = loop {
@@ -460,7 +542,12 @@ mod tests {
         stop.store(true, Ordering::Relaxed);
         let failed = supervisor.join().expect("supervisor thread");
         let mut stderr = String::new();
-        child.stderr.take().expect("stderr").read_to_string(&mut stderr).expect("read stderr");
+        child
+            .stderr
+            .take()
+            .expect("stderr")
+            .read_to_string(&mut stderr)
+            .expect("read stderr");
         (status, stderr, failed)
     }
 
@@ -514,7 +601,14 @@ mod tests {
         let page = page_size() as usize;
         // SAFETY: a fresh anonymous mapping of two pages, the second unmapped again.
         let base = unsafe {
-            let p = libc::mmap(std::ptr::null_mut(), 2 * page, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0);
+            let p = libc::mmap(
+                std::ptr::null_mut(),
+                2 * page,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            );
             assert_ne!(p, libc::MAP_FAILED);
             assert_eq!(libc::munmap(p.cast::<u8>().add(page).cast(), page), 0);
             p.cast::<u8>()

@@ -24,8 +24,14 @@ pub fn run_setup(scenario: &Scenario, workdir: &Path, vars: &Placeholders) -> Re
         let status = nodes::run_until_as(&argv, None, workdir, &log, deadline, user.as_ref())?;
         match status {
             _ if super::interrupt::requested() => bail!("interrupted"),
-            None => bail!("{what} did not finish within {} s (timeout_s); its log ends: {}", step.timeout_s, nodes::log_tail(&log, 5)),
-            Some(s) if !s.success() => bail!("{what} failed ({s}); its log ends: {}", nodes::log_tail(&log, 5)),
+            None => bail!(
+                "{what} did not finish within {} s (timeout_s); its log ends: {}",
+                step.timeout_s,
+                nodes::log_tail(&log, 5)
+            ),
+            Some(s) if !s.success() => {
+                bail!("{what} failed ({s}); its log ends: {}", nodes::log_tail(&log, 5))
+            }
             Some(_) => {}
         }
     }

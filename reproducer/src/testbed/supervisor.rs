@@ -32,7 +32,10 @@ pub struct SyscallFired {
 fn tgid_of(tid: u32) -> u32 {
     std::fs::read_to_string(format!("/proc/{tid}/status"))
         .ok()
-        .and_then(|s| s.lines().find_map(|l| l.strip_prefix("Tgid:").and_then(|v| v.trim().parse().ok())))
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Tgid:").and_then(|v| v.trim().parse().ok()))
+        })
         .unwrap_or(tid)
 }
 
@@ -63,9 +66,16 @@ fn call_path(n: &Notification) -> Option<String> {
             let base = if kind == ArgKind::PathAt && n.args[0] as i32 != libc::AT_FDCWD {
                 fd_path(n.tid, n.args[0] as i32)?
             } else {
-                std::fs::read_link(format!("/proc/{}/cwd", n.tid)).ok()?.display().to_string()
+                std::fs::read_link(format!("/proc/{}/cwd", n.tid))
+                    .ok()?
+                    .display()
+                    .to_string()
             };
-            Some(format!("{}/{}", base.trim_end_matches('/'), path.trim_start_matches("./")))
+            Some(format!(
+                "{}/{}",
+                base.trim_end_matches('/'),
+                path.trim_start_matches("./")
+            ))
         }
         ArgKind::Fd => fd_path(n.tid, arg as i32),
         ArgKind::Sockaddr => None,
@@ -76,7 +86,9 @@ fn call_path(n: &Notification) -> Option<String> {
 fn decide(shared: &Shared, node: usize, n: &Notification) -> Option<(usize, i32, Option<String>)> {
     let (index, seen) = read_state(&shared.state).ok()?;
     let f = shared.plan.faults.get(index)?;
-    let Planned::Syscall { nr, errno, nth, .. } = f.action else { return None };
+    let Planned::Syscall { nr, errno, nth, .. } = f.action else {
+        return None;
+    };
     if f.node != node || nr != n.nr || seen as usize != f.context().after_functions.len() {
         return None;
     }
@@ -111,7 +123,13 @@ fn serve(shared: &Shared, node: usize, listener: &Listener) {
                 let pid = tgid_of(n.tid);
                 if listener.fail(n.id, errno).is_ok() {
                     let _ = advance_past(&shared.state, index);
-                    let _ = shared.fired.send(SyscallFired { fault: index, ts_ns, pid, tid: n.tid, path });
+                    let _ = shared.fired.send(SyscallFired {
+                        fault: index,
+                        ts_ns,
+                        pid,
+                        tid: n.tid,
+                        path,
+                    });
                 }
             }
             _ => {
@@ -124,9 +142,15 @@ fn serve(shared: &Shared, node: usize, listener: &Listener) {
 /// Receives the seccomp listener of one launch of node `node` on `channel`, then serves it
 /// until stopped or until every process under it is gone. Started before the node: the
 /// node's very first notified call (even its execve) must find someone answering.
-pub fn spawn(shared: Arc<Shared>, node: usize, channel: std::os::unix::net::UnixStream) -> std::io::Result<JoinHandle<()>> {
-    std::thread::Builder::new().name(format!("seccomp-{node}")).spawn(move || match super::seccomp::receive_listener(&channel) {
-        Ok(listener) => serve(&shared, node, &listener),
-        Err(e) => log::warn!("node {node}: no seccomp listener arrived: {e}"),
-    })
+pub fn spawn(
+    shared: Arc<Shared>,
+    node: usize,
+    channel: std::os::unix::net::UnixStream,
+) -> std::io::Result<JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name(format!("seccomp-{node}"))
+        .spawn(move || match super::seccomp::receive_listener(&channel) {
+            Ok(listener) => serve(&shared, node, &listener),
+            Err(e) => log::warn!("node {node}: no seccomp listener arrived: {e}"),
+        })
 }

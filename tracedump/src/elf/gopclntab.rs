@@ -50,7 +50,12 @@ pub(super) fn definitions(file: &object::File<'_>) -> Result<Vec<Definition>> {
         .filter(|f| f.size > 0)
         .map(|f| Definition {
             file_offset: file_offset(file, f.address),
-            symbol: FunctionSymbol { name: f.name, address: f.address, size: f.size, source_file: None },
+            symbol: FunctionSymbol {
+                name: f.name,
+                address: f.address,
+                size: f.size,
+                source_file: None,
+            },
             weak: true,
             dynamic: true,
             sized_function: true,
@@ -59,7 +64,12 @@ pub(super) fn definitions(file: &object::File<'_>) -> Result<Vec<Definition>> {
 }
 
 fn one_per_name(mut all: Vec<GoFunction>) -> Vec<GoFunction> {
-    all.sort_by(|a, b| a.name.cmp(&b.name).then(b.size.cmp(&a.size)).then(a.address.cmp(&b.address)));
+    all.sort_by(|a, b| {
+        a.name
+            .cmp(&b.name)
+            .then(b.size.cmp(&a.size))
+            .then(a.address.cmp(&b.address))
+    });
     all.dedup_by(|later, first| later.name == first.name);
     all.sort_by_key(|f| f.address);
     all
@@ -70,11 +80,16 @@ fn table(file: &object::File<'_>) -> Result<Option<Vec<GoFunction>>> {
         let name = section.name().unwrap_or("");
         if name == ".gopclntab" || name == ".data.rel.ro.gopclntab" {
             let data = section.data().map_err(|e| anyhow!("{name}: {e}"))?;
-            return parse(data, text_start(file)).map(Some).map_err(|e| anyhow!("{name}: {e}"));
+            return parse(data, text_start(file))
+                .map(Some)
+                .map_err(|e| anyhow!("{name}: {e}"));
         }
     }
     // externally linked PIE: the table is somewhere in .data.rel.ro, headed by its magic
-    for section in file.sections().filter(|s| s.name().is_ok_and(|n| n.starts_with(".data.rel.ro"))) {
+    for section in file
+        .sections()
+        .filter(|s| s.name().is_ok_and(|n| n.starts_with(".data.rel.ro")))
+    {
         let Ok(data) = section.data() else { continue };
         for at in (0..data.len().saturating_sub(8)).step_by(8) {
             if looks_like_header(&data[at..]) {
@@ -89,11 +104,13 @@ fn table(file: &object::File<'_>) -> Result<Option<Vec<GoFunction>>> {
 
 /// Where `address` (a virtual address as linked) is in the file: the offset a uprobe takes.
 pub fn file_offset(file: &object::File<'_>, address: u64) -> Option<u64> {
-    file.sections().filter(|s| s.kind() == SectionKind::Text).find_map(|s| {
-        let (start, size) = s.file_range()?;
-        let delta = address.checked_sub(s.address())?;
-        (delta < size).then_some(start + delta)
-    })
+    file.sections()
+        .filter(|s| s.kind() == SectionKind::Text)
+        .find_map(|s| {
+            let (start, size) = s.file_range()?;
+            let delta = address.checked_sub(s.address())?;
+            (delta < size).then_some(start + delta)
+        })
 }
 
 /// The `.text` address, which Go 1.18+ entries are relative to when the header's own field
@@ -120,7 +137,9 @@ struct Table<'d> {
 
 impl Table<'_> {
     fn bytes(&self, at: usize, n: usize) -> Result<&[u8]> {
-        at.checked_add(n).and_then(|end| self.data.get(at..end)).ok_or_else(|| anyhow!("truncated at offset {at}"))
+        at.checked_add(n)
+            .and_then(|end| self.data.get(at..end))
+            .ok_or_else(|| anyhow!("truncated at offset {at}"))
     }
     fn u32(&self, at: usize) -> Result<u32> {
         let b = self.bytes(at, 4)?;
@@ -128,15 +147,25 @@ impl Table<'_> {
     }
     fn uptr(&self, at: usize) -> Result<u64> {
         let b = self.bytes(at, self.ptr)?;
-        Ok(if self.ptr == 8 { u64::from_le_bytes(b.try_into()?) } else { u32::from_le_bytes(b.try_into()?) as u64 })
+        Ok(if self.ptr == 8 {
+            u64::from_le_bytes(b.try_into()?)
+        } else {
+            u32::from_le_bytes(b.try_into()?) as u64
+        })
     }
     /// Header word `n` (after the 8-byte magic block), as an offset into the table.
     fn word(&self, n: usize) -> Result<usize> {
         usize::try_from(self.uptr(8 + n * self.ptr)?).map_err(|_| anyhow!("header word {n} out of range"))
     }
     fn cstr(&self, at: usize) -> Result<String> {
-        let rest = self.data.get(at..).ok_or_else(|| anyhow!("name offset {at} out of bounds"))?;
-        let end = rest.iter().position(|&b| b == 0).ok_or_else(|| anyhow!("unterminated name at {at}"))?;
+        let rest = self
+            .data
+            .get(at..)
+            .ok_or_else(|| anyhow!("name offset {at} out of bounds"))?;
+        let end = rest
+            .iter()
+            .position(|&b| b == 0)
+            .ok_or_else(|| anyhow!("unterminated name at {at}"))?;
         Ok(String::from_utf8_lossy(&rest[..end]).into_owned())
     }
 }
@@ -173,7 +202,13 @@ pub fn parse(data: &[u8], text: u64) -> Result<Vec<GoFunction>> {
     if nfunc == 0 || nfunc > data.len() / (2 * field) {
         bail!("implausible function count {nfunc}");
     }
-    let read_field = |at: usize| if field == 4 { t.u32(at).map(u64::from) } else { t.uptr(at) };
+    let read_field = |at: usize| {
+        if field == 4 {
+            t.u32(at).map(u64::from)
+        } else {
+            t.uptr(at)
+        }
+    };
     let entry = |i: usize| read_field(functab + i * 2 * field).map(|e| base.wrapping_add(e));
     let mut out = Vec::with_capacity(nfunc);
     let mut next = entry(0)?;
@@ -186,11 +221,21 @@ pub fn parse(data: &[u8], text: u64) -> Result<Vec<GoFunction>> {
         }
         let funcoff = usize::try_from(read_field(functab + i * 2 * field + field)?)?;
         // _func starts with the entry (uintptr, or uint32 offset since 1.18), then the name offset
-        let func = functab.checked_add(funcoff).ok_or_else(|| anyhow!("function {i}: offset overflow"))?;
+        let func = functab
+            .checked_add(funcoff)
+            .ok_or_else(|| anyhow!("function {i}: offset overflow"))?;
         let name_off = t.u32(func + field)? as i32;
         let name_at = usize::try_from(name_off).map_err(|_| anyhow!("function {i}: negative name offset"))?;
-        let name = t.cstr(names.checked_add(name_at).ok_or_else(|| anyhow!("function {i}: name offset overflow"))?)?;
-        out.push(GoFunction { name, address, size: next - address });
+        let name = t.cstr(
+            names
+                .checked_add(name_at)
+                .ok_or_else(|| anyhow!("function {i}: name offset overflow"))?,
+        )?;
+        out.push(GoFunction {
+            name,
+            address,
+            size: next - address,
+        });
     }
     Ok(out)
 }
@@ -231,7 +276,15 @@ mod tests {
         for (name, entry) in funcs {
             put(&mut buf, *entry, field);
             // Go 1.2 name offsets are from the table's start, later ones from the name table
-            put(&mut buf, if magic == MAGIC_12 { names_at + name_off } else { name_off }, 4);
+            put(
+                &mut buf,
+                if magic == MAGIC_12 {
+                    names_at + name_off
+                } else {
+                    name_off
+                },
+                4,
+            );
             put(&mut buf, 0, 4);
             name_off += name.len() as u64 + 1;
         }
@@ -244,16 +297,36 @@ mod tests {
 
     #[test]
     fn reads_every_layout() {
-        let funcs = [("runtime.text", 0x0), ("main.(*Server).Run", 0x40), ("main.main", 0x100)];
-        for (magic, ptr, base) in
-            [(MAGIC_12, 8, 0), (MAGIC_12, 4, 0), (MAGIC_116, 8, 0), (MAGIC_118, 8, 0x40_1000), (MAGIC_120, 8, 0x40_1000)]
-        {
+        let funcs = [
+            ("runtime.text", 0x0),
+            ("main.(*Server).Run", 0x40),
+            ("main.main", 0x100),
+        ];
+        for (magic, ptr, base) in [
+            (MAGIC_12, 8, 0),
+            (MAGIC_12, 4, 0),
+            (MAGIC_116, 8, 0),
+            (MAGIC_118, 8, 0x40_1000),
+            (MAGIC_120, 8, 0x40_1000),
+        ] {
             let data = synthetic(magic, ptr, &funcs, 0x180);
             let got = parse(&data, 0x9999_0000).unwrap_or_else(|e| panic!("magic {magic:#x}: {e}"));
             let want: Vec<GoFunction> = vec![
-                GoFunction { name: "runtime.text".into(), address: base, size: 0x40 },
-                GoFunction { name: "main.(*Server).Run".into(), address: base + 0x40, size: 0xc0 },
-                GoFunction { name: "main.main".into(), address: base + 0x100, size: 0x80 },
+                GoFunction {
+                    name: "runtime.text".into(),
+                    address: base,
+                    size: 0x40,
+                },
+                GoFunction {
+                    name: "main.(*Server).Run".into(),
+                    address: base + 0x40,
+                    size: 0xc0,
+                },
+                GoFunction {
+                    name: "main.main".into(),
+                    address: base + 0x100,
+                    size: 0x80,
+                },
             ];
             assert_eq!(got, want, "magic {magic:#x} ptr {ptr}");
         }
@@ -291,7 +364,11 @@ mod tests {
         for (mode, cgo, flags) in [
             ("internal", "0", vec![]),
             ("pie", "0", vec!["-buildmode=pie"]),
-            ("external-pie", "1", vec!["-buildmode=pie", "-ldflags=-linkmode=external"]),
+            (
+                "external-pie",
+                "1",
+                vec!["-buildmode=pie", "-ldflags=-linkmode=external"],
+            ),
         ] {
             let bin = dir.path().join(mode);
             let out = Command::new("go")
@@ -306,42 +383,86 @@ mod tests {
                 .env("GOPATH", dir.path().join("gopath"))
                 .output()
                 .expect("running go (Debian package golang-go; scripts/test installs it)");
-            assert!(out.status.success(), "go build {mode}: {}", String::from_utf8_lossy(&out.stderr));
+            assert!(
+                out.status.success(),
+                "go build {mode}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
             let stripped = dir.path().join(format!("{mode}.stripped"));
-            assert!(Command::new("strip").arg("-o").arg(&stripped).arg(&bin).status().unwrap().success());
+            assert!(Command::new("strip")
+                .arg("-o")
+                .arg(&stripped)
+                .arg(&bin)
+                .status()
+                .unwrap()
+                .success());
 
             let data = std::fs::read(&bin).unwrap();
             let file = object::File::parse(&*data).unwrap();
-            let go = functions(&file).unwrap().unwrap_or_else(|| panic!("{mode}: no Go table found"));
+            let go = functions(&file)
+                .unwrap()
+                .unwrap_or_else(|| panic!("{mode}: no Go table found"));
             let symtab: std::collections::HashMap<String, u64> = object::Object::symbols(&file)
                 .filter(|s| object::ObjectSymbol::kind(s) == object::SymbolKind::Text)
-                .filter_map(|s| Some((object::ObjectSymbol::name(&s).ok()?.to_string(), object::ObjectSymbol::address(&s))))
+                .filter_map(|s| {
+                    Some((
+                        object::ObjectSymbol::name(&s).ok()?.to_string(),
+                        object::ObjectSymbol::address(&s),
+                    ))
+                })
                 .collect();
             let mut compared = 0;
             for f in &go {
                 // a function with an ABI wrapper: .symtab names one of the two NAME.abi0
                 let twin = symtab.get(&format!("{}.abi0", f.name));
                 if let Some(&addr) = symtab.get(&f.name) {
-                    assert!(f.address == addr || twin == Some(&f.address), "{mode}: {} at {:#x}, .symtab says {addr:#x}", f.name, f.address);
+                    assert!(
+                        f.address == addr || twin == Some(&f.address),
+                        "{mode}: {} at {:#x}, .symtab says {addr:#x}",
+                        f.name,
+                        f.address
+                    );
                     compared += 1;
                 }
             }
-            assert!(compared > 1000 && compared * 10 > go.len() * 9, "{mode}: {compared} of {} compared", go.len());
-            let snap = go.iter().find(|f| f.name == "main.(*store).storeSnapshot").expect("the method is listed");
+            assert!(
+                compared > 1000 && compared * 10 > go.len() * 9,
+                "{mode}: {compared} of {} compared",
+                go.len()
+            );
+            let snap = go
+                .iter()
+                .find(|f| f.name == "main.(*store).storeSnapshot")
+                .expect("the method is listed");
             assert!(snap.size > 0);
             let offset = file_offset(&file, snap.address).unwrap();
-            assert_eq!(&data[offset as usize..][..16], &file_bytes_at(&file, snap.address)[..16]);
+            assert_eq!(
+                &data[offset as usize..][..16],
+                &file_bytes_at(&file, snap.address)[..16]
+            );
 
             let stripped_data = std::fs::read(&stripped).unwrap();
             let stripped_file = object::File::parse(&*stripped_data).unwrap();
-            assert_eq!(object::Object::symbols(&stripped_file).count(), 0, "{mode}: strip left a .symtab");
-            assert_eq!(functions(&stripped_file).unwrap().as_ref(), Some(&go), "{mode}: stripped copy");
+            assert_eq!(
+                object::Object::symbols(&stripped_file).count(),
+                0,
+                "{mode}: strip left a .symtab"
+            );
+            assert_eq!(
+                functions(&stripped_file).unwrap().as_ref(),
+                Some(&go),
+                "{mode}: stripped copy"
+            );
         }
-        let not_go = functions(&object::File::parse(&*std::fs::read(std::env::current_exe().unwrap()).unwrap()).unwrap());
+        let not_go = functions(
+            &object::File::parse(&*std::fs::read(std::env::current_exe().unwrap()).unwrap()).unwrap(),
+        );
         assert!(not_go.unwrap().is_none(), "a Rust binary has no Go table");
     }
 
     fn file_bytes_at<'d>(file: &object::File<'d>, address: u64) -> &'d [u8] {
-        file.sections().find_map(|s| s.data_range(address, 16).ok().flatten()).unwrap()
+        file.sections()
+            .find_map(|s| s.data_range(address, 16).ok().flatten())
+            .unwrap()
     }
 }

@@ -47,8 +47,12 @@ pub struct Binary {
 
 impl Binary {
     pub fn read(path: &Path) -> Result<Binary> {
-        let data = std::fs::read(path).with_context(|| format!("binary {}: cannot read it", path.display()))?;
-        Ok(Binary { path: path.to_path_buf(), data })
+        let data =
+            std::fs::read(path).with_context(|| format!("binary {}: cannot read it", path.display()))?;
+        Ok(Binary {
+            path: path.to_path_buf(),
+            data,
+        })
     }
 
     pub fn path(&self) -> &Path {
@@ -57,12 +61,15 @@ impl Binary {
 
     /// The parsed ELF file; errors name the file.
     pub fn elf(&self) -> Result<object::File<'_>> {
-        let is_elf =
-            matches!(object::FileKind::parse(&*self.data), Ok(object::FileKind::Elf32 | object::FileKind::Elf64));
+        let is_elf = matches!(
+            object::FileKind::parse(&*self.data),
+            Ok(object::FileKind::Elf32 | object::FileKind::Elf64)
+        );
         if !is_elf {
             bail!("binary {}: not an ELF file", self.path.display());
         }
-        object::File::parse(&*self.data).map_err(|e| anyhow!("binary {}: malformed ELF file ({e})", self.path.display()))
+        object::File::parse(&*self.data)
+            .map_err(|e| anyhow!("binary {}: malformed ELF file ({e})", self.path.display()))
     }
 }
 
@@ -93,8 +100,17 @@ pub fn one_per_address(all: Vec<Definition>) -> Vec<FunctionSymbol> {
     let mut all: Vec<Definition> = all.into_iter().filter(|d| d.sized_function).collect();
     let leading_underscores = |n: &str| n.len() - n.trim_start_matches('_').len();
     all.sort_by(|a, b| {
-        let key = |d: &Definition| (d.symbol.address, d.dynamic, leading_underscores(&d.symbol.name), d.symbol.name.len());
-        key(a).cmp(&key(b)).then_with(|| a.symbol.name.cmp(&b.symbol.name))
+        let key = |d: &Definition| {
+            (
+                d.symbol.address,
+                d.dynamic,
+                leading_underscores(&d.symbol.name),
+                d.symbol.name.len(),
+            )
+        };
+        key(a)
+            .cmp(&key(b))
+            .then_with(|| a.symbol.name.cmp(&b.symbol.name))
     });
     all.dedup_by_key(|d| d.symbol.address);
     let mut functions: Vec<FunctionSymbol> = all.into_iter().map(|d| d.symbol).collect();
@@ -111,12 +127,23 @@ pub fn find_function(binary: &Path, all: &[Definition], name: &str) -> Result<Fu
     match matches.as_slice() {
         [one] => Ok((*one).clone()),
         [] => {
-            let count = sized().map(|s| s.address).collect::<std::collections::HashSet<_>>().len();
-            bail!("binary {}: no function '{name}' (it has {count} functions; is it stripped?)", binary.display())
+            let count = sized()
+                .map(|s| s.address)
+                .collect::<std::collections::HashSet<_>>()
+                .len();
+            bail!(
+                "binary {}: no function '{name}' (it has {count} functions; is it stripped?)",
+                binary.display()
+            )
         }
         several => {
             let at: Vec<String> = several.iter().map(|s| format!("{:#x}", s.address)).collect();
-            bail!("binary {}: function '{name}' is defined {} times (at {})", binary.display(), several.len(), at.join(", "))
+            bail!(
+                "binary {}: function '{name}' is defined {} times (at {})",
+                binary.display(),
+                several.len(),
+                at.join(", ")
+            )
         }
     }
 }
@@ -125,7 +152,8 @@ pub fn find_function(binary: &Path, all: &[Definition], name: &str) -> Result<Fu
 /// symbol values and section addresses are in the same address space).
 pub fn function_bytes<'d>(file: &object::File<'d>, function: &FunctionSymbol) -> Option<&'d [u8]> {
     use object::{Object, ObjectSection};
-    file.sections().find_map(|section| section.data_range(function.address, function.size).ok().flatten())
+    file.sections()
+        .find_map(|section| section.data_range(function.address, function.size).ok().flatten())
 }
 
 /// The file offset of every function name defined in the ELF file at `binary` (the offset
@@ -148,15 +176,31 @@ fn unique_offsets(all: Vec<Definition>) -> HashMap<String, u64> {
         let weak = d.weak;
         match defs.get_mut(&d.symbol.name) {
             None => {
-                defs.insert(d.symbol.name, Seen { offset, weak, ambiguous: false });
+                defs.insert(
+                    d.symbol.name,
+                    Seen {
+                        offset,
+                        weak,
+                        ambiguous: false,
+                    },
+                );
             }
             Some(s) if s.offset == offset => {}
-            Some(s) if s.weak && !weak => *s = Seen { offset, weak, ambiguous: false },
+            Some(s) if s.weak && !weak => {
+                *s = Seen {
+                    offset,
+                    weak,
+                    ambiguous: false,
+                }
+            }
             Some(s) if !s.weak && !weak => s.ambiguous = true,
             Some(_) => {}
         }
     }
-    defs.into_iter().filter(|(_, s)| !s.ambiguous).map(|(n, s)| (n, s.offset)).collect()
+    defs.into_iter()
+        .filter(|(_, s)| !s.ambiguous)
+        .map(|(n, s)| (n, s.offset))
+        .collect()
 }
 
 #[cfg(test)]
@@ -171,15 +215,24 @@ mod tests {
         assert!(offsets.values().all(|&o| o > 0));
         let symbols = function_symbols(&me).unwrap();
         assert!(symbols.iter().any(|s| s.name == "main" && s.size > 0));
-        let e = function_offsets(Path::new("/nonexistent/bin")).unwrap_err().to_string();
+        let e = function_offsets(Path::new("/nonexistent/bin"))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("/nonexistent/bin"), "{e}");
-        let e = function_offsets(Path::new("/proc/self/status")).unwrap_err().to_string();
+        let e = function_offsets(Path::new("/proc/self/status"))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("not an ELF"), "{e}");
     }
 
     fn def(name: &str, offset: u64, weak: bool) -> Definition {
         Definition {
-            symbol: FunctionSymbol { name: name.into(), address: offset, size: 1, source_file: None },
+            symbol: FunctionSymbol {
+                name: name.into(),
+                address: offset,
+                size: 1,
+                source_file: None,
+            },
             file_offset: Some(offset),
             weak,
             dynamic: false,
@@ -189,7 +242,14 @@ mod tests {
 
     #[test]
     fn a_strong_definition_wins_and_two_strong_ones_are_left_out() {
-        let all = vec![def("a", 1, true), def("a", 2, false), def("b", 3, false), def("b", 4, false), def("c", 5, false), def("c", 5, false)];
+        let all = vec![
+            def("a", 1, true),
+            def("a", 2, false),
+            def("b", 3, false),
+            def("b", 4, false),
+            def("c", 5, false),
+            def("c", 5, false),
+        ];
         let offsets = unique_offsets(all);
         assert_eq!(offsets.get("a"), Some(&2));
         assert_eq!(offsets.get("b"), None);

@@ -12,7 +12,11 @@ pub(super) fn definitions(file: &object::File<'_>) -> Vec<Definition> {
         if symbol.kind() == SymbolKind::File {
             source_file = symbol.name().ok().filter(|n| !n.is_empty()).map(str::to_string);
         } else if let Some(mut d) = definition(file, &symbol, false) {
-            d.symbol.source_file = if symbol.is_local() { source_file.clone() } else { None };
+            d.symbol.source_file = if symbol.is_local() {
+                source_file.clone()
+            } else {
+                None
+            };
             found.push(d);
         }
     }
@@ -20,17 +24,33 @@ pub(super) fn definitions(file: &object::File<'_>) -> Vec<Definition> {
     found
 }
 
-fn definition<'d>(file: &object::File<'d>, symbol: &object::Symbol<'d, '_>, dynamic: bool) -> Option<Definition> {
-    let SymbolSection::Section(index) = symbol.section() else { return None };
-    let stt_func = matches!(symbol.flags(), SymbolFlags::Elf { st_info, .. } if st_info & 0xf == elf::STT_FUNC);
+fn definition<'d>(
+    file: &object::File<'d>,
+    symbol: &object::Symbol<'d, '_>,
+    dynamic: bool,
+) -> Option<Definition> {
+    let SymbolSection::Section(index) = symbol.section() else {
+        return None;
+    };
+    let stt_func =
+        matches!(symbol.flags(), SymbolFlags::Elf { st_info, .. } if st_info & 0xf == elf::STT_FUNC);
     let text = symbol.kind() == SymbolKind::Text && symbol.is_definition();
     if !stt_func && !text {
         return None;
     }
     let name = symbol.name().ok().filter(|n| !n.is_empty())?;
-    let file_offset = if text { file_offset(file, index, symbol.address()) } else { None };
+    let file_offset = if text {
+        file_offset(file, index, symbol.address())
+    } else {
+        None
+    };
     Some(Definition {
-        symbol: FunctionSymbol { name: name.to_string(), address: symbol.address(), size: symbol.size(), source_file: None },
+        symbol: FunctionSymbol {
+            name: name.to_string(),
+            address: symbol.address(),
+            size: symbol.size(),
+            source_file: None,
+        },
         file_offset,
         weak: symbol.is_weak(),
         dynamic,
