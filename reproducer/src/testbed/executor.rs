@@ -322,7 +322,7 @@ fn run_in(scenario: &Scenario, plan: &FaultPlan, workdir: &Path, opts: &RunOptio
         context: Vec::new(),
         workdir: workdir.to_path_buf(),
         trace: None,
-        kept: false,
+        kept: opts.keep,
         launched: Vec::new(),
         matched: Vec::new(),
         duration_ms: 0,
