@@ -475,16 +475,7 @@ impl Run<'_> {
             fired.join(", ")
         };
         self.report.not_started = Some(format!("{e}; {fired} before it was ready"));
-        self.report.matched = self.shared.counts.lock().map(|c| c.clone()).unwrap_or_default();
-        let trace_dir = self.workdir.join("trace");
-        std::fs::create_dir_all(&trace_dir)?;
-        self.report.duration_ms = boottime_ns().saturating_sub(self.started_boot_ns) / 1_000_000;
-        self.report.trace = Some(self.session.dump(&trace_dir)?);
-        std::fs::write(
-            self.workdir.join("run.json"),
-            serde_json::to_vec_pretty(&self.report)?,
-        )?;
-        Ok(())
+        self.finish_report()
     }
 
     fn record(&mut self, fault: usize, pid: u32, tid: u32, ts_ns: u64, detail: String) {
@@ -642,12 +633,18 @@ impl Run<'_> {
             Instant::now() + Duration::from_secs(60),
         )?;
         self.report.bug = oracle_verdict(status, &self.log_of("oracle"))?;
+        self.finish_report()
+    }
+
+    /// Completes the report with the calls counted, the run's duration and its trace, and
+    /// writes it as run.json: what the injector did, for whoever reads this run later (the
+    /// diagnosis feedback, a developer).
+    fn finish_report(&mut self) -> Result<()> {
         self.report.matched = self.shared.counts.lock().map(|c| c.clone()).unwrap_or_default();
         let trace_dir = self.workdir.join("trace");
         std::fs::create_dir_all(&trace_dir)?;
         self.report.duration_ms = boottime_ns().saturating_sub(self.started_boot_ns) / 1_000_000;
         self.report.trace = Some(self.session.dump(&trace_dir)?);
-        // what the injector did, for whoever reads this run later (the diagnosis feedback)
         std::fs::write(
             self.workdir.join("run.json"),
             serde_json::to_vec_pretty(&self.report)?,
