@@ -138,6 +138,7 @@ fn used_by_diagnosis(e: &TimedEvent, d: &Diagnosis) -> bool {
                 && c.node == e.node
                 && matches!(&c.guess, FaultGuess::Syscall { syscall, errno, .. } if *syscall == f.syscall && Some(errno) == f.errno.as_ref())
         }),
+        What::ShortIo(_) => false,
         What::Function(hit) => hit.spec().is_some_and(|spec| d.causes().any(|c| c.preceding_functions.iter().take(5).any(|p| *p == spec))),
     }
 }
@@ -147,7 +148,7 @@ fn used_by_diagnosis(e: &TimedEvent, d: &Diagnosis) -> bool {
 fn fold_key(e: &TimedEvent) -> String {
     let text = e.event.describe();
     let text = match &e.event.what {
-        What::SyscallFailure(_) | What::Function(_) => text.chars().filter(|c| !c.is_ascii_digit()).collect(),
+        What::SyscallFailure(_) | What::ShortIo(_) | What::Function(_) => text.chars().filter(|c| !c.is_ascii_digit()).collect(),
         _ => format!("{text}@{}", e.at_ns),
     };
     format!("{:?} {text}", e.node)
