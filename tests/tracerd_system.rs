@@ -513,7 +513,11 @@ fn short_reads_and_writes_of_regular_files_are_recorded() {
     let pid = child.id();
     let out = child.wait_with_output().expect("waiting for shortio");
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(out.status.success(), "shortio failed: {stdout} {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "shortio failed: {stdout} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     // what the calls returned, as the program saw them
     for line in [
         "write 904 of 1064",
@@ -559,7 +563,10 @@ fn short_reads_and_writes_of_regular_files_are_recorded() {
         failures.into_iter().filter(|e| e["errno"] == "EFBIG").collect(),
         "EFBIG write",
     );
-    assert_eq!((efbig["syscall"].as_str(), efbig["path"].as_str()), (Some("write"), Some(path)));
+    assert_eq!(
+        (efbig["syscall"].as_str(), efbig["path"].as_str()),
+        (Some("write"), Some(path))
+    );
     let text = run_ok(Command::new(tracerd_bin()).arg("inspect").arg(&dump));
     let line = format!("pwrite64(fd 3 {path}) = 500 of 1064 (short)");
     assert!(text.contains(&line), "inspect shows {line}: {text}");

@@ -138,7 +138,11 @@ fn used_by_diagnosis(e: &TimedEvent, d: &Diagnosis) -> bool {
                 && c.node == e.node
                 && matches!(&c.guess, FaultGuess::Syscall { syscall, errno, .. } if *syscall == f.syscall && Some(errno) == f.errno.as_ref())
         }),
-        What::ShortIo(_) => false,
+        What::ShortIo(s) => d.candidates.iter().any(|c| {
+            c.verdict != Verdict::Benign
+                && c.node == e.node
+                && matches!(&c.guess, FaultGuess::Syscall { syscall, short: Some(_), .. } if *syscall == s.syscall)
+        }),
         What::Function(hit) => hit.spec().is_some_and(|spec| d.causes().any(|c| c.preceding_functions.iter().take(5).any(|p| *p == spec))),
     }
 }
@@ -148,7 +152,9 @@ fn used_by_diagnosis(e: &TimedEvent, d: &Diagnosis) -> bool {
 fn fold_key(e: &TimedEvent) -> String {
     let text = e.event.describe();
     let text = match &e.event.what {
-        What::SyscallFailure(_) | What::ShortIo(_) | What::Function(_) => text.chars().filter(|c| !c.is_ascii_digit()).collect(),
+        What::SyscallFailure(_) | What::ShortIo(_) | What::Function(_) => {
+            text.chars().filter(|c| !c.is_ascii_digit()).collect()
+        }
         _ => format!("{text}@{}", e.at_ns),
     };
     format!("{:?} {text}", e.node)
@@ -403,6 +409,8 @@ mod tests {
                 errno: "EIO".into(),
                 path: None,
                 raw_path: None,
+                short: None,
+                persistent: false,
             },
             node: Some(0),
             who: "db1".into(),

@@ -737,10 +737,18 @@ mod tests {
         assert_eq!(json[1].signal.as_deref(), Some("SIGKILL"));
         assert_eq!(json[2].duration_ms, Some(6000));
         assert_eq!(
-            (json[3].kind, json[3].ret, json[3].requested, json[3].errno.as_deref()),
+            (
+                json[3].kind,
+                json[3].ret,
+                json[3].requested,
+                json[3].errno.as_deref()
+            ),
             ("short_io", Some(480), Some(1064), None)
         );
-        assert_eq!(events[3].describe(), "pwrite64(fd 3 /data/aof) = 480 of 1064 (short)");
+        assert_eq!(
+            events[3].describe(),
+            "pwrite64(fd 3 /data/aof) = 480 of 1064 (short)"
+        );
         assert_eq!(json[0].requested, None);
         assert!(
             matches!(&events[1].what, What::ProcessState(p) if p.state == State::Killed { core_dumped: false })

@@ -95,6 +95,12 @@ pub enum FaultGuess {
         errno: String,
         path: Option<String>,
         raw_path: Option<String>,
+        /// production's first call of the fault did only this many bytes (a short write)
+        #[serde(skip_serializing_if = "Option::is_none")]
+        short: Option<u64>,
+        /// from the fault on, every matching call failed (a full or dead disk)
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        persistent: bool,
     },
     Crash {
         signal: String,
@@ -623,6 +629,8 @@ impl Builder<'_> {
                 errno: errno.clone(),
                 path: path.clone(),
                 raw_path,
+                short: None,
+                persistent: false,
             };
             let mut c = self.candidate(first, guess, first.at_ns, String::new());
             c.occurrences = events.len() as u32;

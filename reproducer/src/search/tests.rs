@@ -236,6 +236,8 @@ fn level_2_finds_the_nth_call() {
         errno: "ECONNREFUSED".into(),
         path: None,
         raw_path: None,
+        short: None,
+        persistent: false,
     };
     let d = diagnosis(vec![candidate(refused, 0, 1, &[])]);
     let nth = |plan: &FaultPlan| match plan.faults.first().map(|f| &f.action) {
@@ -259,6 +261,8 @@ fn the_nth_search_stops_where_the_calls_end() {
         errno: "ECONNREFUSED".into(),
         path: None,
         raw_path: None,
+        short: None,
+        persistent: false,
     };
     let d = diagnosis(vec![candidate(refused, 0, 1, &[])]);
     let mut fake = Fake::new(|_, _, _| false);
@@ -393,6 +397,8 @@ fn a_fault_that_stops_a_node_from_starting_is_a_result_and_the_search_goes_on() 
         errno: "EPERM".into(),
         path: None,
         raw_path: None,
+        short: None,
+        persistent: false,
     };
     let d = diagnosis(vec![candidate(eperm, 0, 1, &[])]);
     // the 1st and 2nd prctl are start-up calls: failing them stops db1 (or breaks the run)
