@@ -19,6 +19,8 @@ use super::profile::normalize_path;
 use super::timeline::{TimedEvent, Timeline};
 use crate::model::scenario::Scenario;
 
+mod storage;
+
 /// Burst windows over which a failure's production rate is compared with the profile.
 const BURST_WINDOW_NS: u64 = 2_000_000_000;
 /// A failure is benign unless its production burst is this unlikely under the profile's rate.
@@ -897,6 +899,7 @@ pub fn diagnose(t: &Timeline, scenario: Option<&Scenario>, baseline: Option<&Bas
     b.gaps();
     b.explain_gaps();
     b.syscall_failures();
+    b.short_then_persistent();
     b.explain_network_failures();
     b.mark_late();
     b.contexts();
@@ -935,9 +938,15 @@ fn describe(g: &FaultGuess, scenario: Option<&Scenario>) -> String {
             syscall,
             errno,
             raw_path,
+            short,
+            persistent,
             ..
         } => format!(
-            "{syscall} failed with {errno}{}",
+            "{}{syscall} failed with {errno}{}{}",
+            short
+                .map(|b| format!("a short {syscall} ({b} bytes), then "))
+                .unwrap_or_default(),
+            if *persistent { " on every later call" } else { "" },
             raw_path.as_ref().map(|p| format!(" on {p}")).unwrap_or_default()
         ),
         FaultGuess::Crash { signal, .. } => format!("crash ({signal})"),

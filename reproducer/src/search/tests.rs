@@ -255,6 +255,55 @@ fn level_2_finds_the_nth_call() {
 }
 
 #[test]
+fn a_short_then_persistent_candidate_is_tried_at_level_1() {
+    let full = |short: Option<u64>, persistent: bool| FaultGuess::Syscall {
+        syscall: "pwrite64".into(),
+        errno: "ENOSPC".into(),
+        path: Some("*/store-*.log".into()),
+        raw_path: Some("/srv/store-7.log".into()),
+        short,
+        persistent,
+    };
+    let d = diagnosis(vec![
+        candidate(full(Some(480), true), 0, 1, &[]),
+        candidate(full(None, false), 0, 2, &[]),
+    ]);
+    // only a short write followed by failures from then on brings the bug back
+    let disk_full = |plan: &FaultPlan, fired: &[bool], _| {
+        plan.faults.iter().zip(fired).any(|(f, &fired)| {
+            fired
+                && matches!(
+                    f.action,
+                    PlannedAction::Syscall {
+                        short: Some(480),
+                        until: Some(Until::End),
+                        errno: Some(28),
+                        ..
+                    }
+                )
+        })
+    };
+    let mut fake = Fake::new(disk_full);
+    let r = search(&mut fake, &d, 150).0.unwrap();
+    assert_eq!((r.outcome, r.level), (Outcome::Reproduced, 1));
+    let schedule = r.schedule.unwrap();
+    assert!(
+        schedule.to_toml().contains("short = 480\nuntil = \"end\"\n"),
+        "{}",
+        schedule.to_toml()
+    );
+    assert!(
+        r.chosen[0].contains("a short pwrite64 of 480 bytes, then pwrite64 failing with ENOSPC from then on"),
+        "{:?}",
+        r.chosen
+    );
+    assert_eq!(
+        r.attempts[1].level, 1,
+        "the first attempt after the fault-free check"
+    );
+}
+
+#[test]
 fn the_nth_search_stops_where_the_calls_end() {
     let refused = FaultGuess::Syscall {
         syscall: "connect".into(),
