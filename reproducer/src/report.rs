@@ -46,12 +46,27 @@ pub struct Summary {
     pub failures_total: usize,
 }
 
-/// The faults in the paper's notation: "SCF(write)", "ND + PS(Crash)*2".
+/// The faults in the paper's notation: "SCF(write)", "ND + PS(Crash)*2"; a short or
+/// persistent syscall fault says so: "SCF(pwrite64, short+persistent)".
 pub fn faults_notation(s: &Schedule) -> String {
     let mut parts: Vec<(String, u32)> = Vec::new();
     for f in &s.faults {
         let name = match &f.action {
-            Action::Syscall { syscall, .. } => format!("SCF({syscall})"),
+            Action::Syscall {
+                syscall,
+                short,
+                until,
+                ..
+            } => {
+                let shape: Vec<&str> = [(short.is_some(), "short"), (until.is_some(), "persistent")]
+                    .iter()
+                    .filter_map(|&(on, name)| on.then_some(name))
+                    .collect();
+                match shape.is_empty() {
+                    true => format!("SCF({syscall})"),
+                    false => format!("SCF({syscall}, {})", shape.join("+")),
+                }
+            }
             Action::Crash { .. } => "PS(Crash)".into(),
             Action::Pause { .. } => "PS(Pause)".into(),
             Action::Partition { .. } => "ND".into(),
@@ -441,6 +456,11 @@ mod tests {
             "PS(Crash)*2 + SCF(write)"
         );
         assert_eq!(faults_notation(&Schedule::default()), "");
+        let full = "[[faults]]\nnode = \"db1\"\nkind = \"syscall\"\nsyscall = \"pwrite64\"\nerrno = \"ENOSPC\"\nshort = 400\nuntil = \"end\"\n";
+        assert_eq!(
+            faults_notation(&Schedule::parse(full, "s").unwrap()),
+            "SCF(pwrite64, short+persistent)"
+        );
     }
 
     #[test]
