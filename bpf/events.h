@@ -92,10 +92,13 @@ struct tracerd_header {
 	char comm[TRACERD_COMM_LEN];
 };
 
+/* A failed syscall, or (requested != 0) a short read or write on a regular file: the call
+ * succeeded with ret bytes of the requested ones. */
 struct tracerd_syscall_failure {
 	struct tracerd_header h;
 	__s64 ret;
 	__u64 open_id;   /* file open that the fd (or the *at dirfd) came from; 0 = unknown */
+	__u64 requested; /* short I/O: the byte count the call asked for; 0 = a failed call */
 	__s32 fd;        /* -1 when the call takes no fd */
 	__u32 syscall_nr;
 	struct tracerd_addr peer; /* socket peer or sockaddr argument */

@@ -6,7 +6,10 @@
  * Hot paths return as early as they can: sys_exit looks at the return value
  * and the syscall number before anything else, and only failures (plus the
  * few successful calls that maintain the fd table) go on to the target
- * check. Strings are copied only where they cannot be recovered later: the
+ * check. Short reads and writes of regular files are the other successful calls
+ * looked at: read/write/pread64/pwrite64 returning less than their count (in the
+ * saved argument registers, no copy) go on to the target check and the fd's inode.
+ * Strings are copied only where they cannot be recovered later: the
  * path argument of a failed call, the path of a successful open and the new
  * cwd after a chdir (cwd.h).
  *
@@ -36,6 +39,7 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 #define AT_FDCWD -100
 #define S_IFMT 00170000
 #define S_IFSOCK 0140000
+#define S_IFREG 0100000
 #define SOCK_STREAM 1
 #define TCP_CLOSE 7
 #define EINPROGRESS 115
@@ -46,7 +50,12 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 #define TASK_NOLOAD 0x0400
 #define TASK_FROZEN 0x8000
 
-/* x86_64 syscall numbers of the successful calls that feed the fd table. */
+/* x86_64 syscall numbers of the successful calls that feed the fd table, and of the
+ * reads and writes whose short results are recorded. */
+#define NR_read 0
+#define NR_write 1
+#define NR_pread64 17
+#define NR_pwrite64 18
 #define NR_open 2
 #define NR_connect 42
 #define NR_accept 43
@@ -54,6 +63,21 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 #define NR_openat 257
 #define NR_accept4 288
 #define NR_openat2 437
+
+/* The most a read or write transfers in one call (the kernel's MAX_RW_COUNT, INT_MAX
+ * rounded down to a page): asking for more is not a short result. */
+#define MAX_RW_COUNT 0x7ffff000UL
+
+/* Pseudo filesystems whose regular files report a size they do not hold (sysfs and
+ * cgroup attributes say 4096): a short read there is how they are read. */
+#define PROC_SUPER_MAGIC 0x9fa0
+#define SYSFS_MAGIC 0x62656572
+#define CGROUP_SUPER_MAGIC 0x27e0eb
+#define CGROUP2_SUPER_MAGIC 0x63677270
+#define DEBUGFS_MAGIC 0x64626720
+#define TRACEFS_MAGIC 0x74726163
+#define SECURITYFS_MAGIC 0x73636673
+#define CONFIGFS_MAGIC 0x62656570
 
 /* Set by user space before load. */
 const volatile __u32 filter_targets = 0; /* 0 = every process but ours */
@@ -491,6 +515,7 @@ static __always_inline int record_failure(struct pt_regs *regs, long nr, long re
 		return 0;
 	fill_header(&e->h, TRACERD_EV_SYSCALL_FAILURE);
 	e->ret = ret;
+	e->requested = 0;
 	e->syscall_nr = nr;
 	e->fd = -1;
 	e->open_id = 0;
@@ -528,6 +553,63 @@ static __always_inline int record_failure(struct pt_regs *regs, long nr, long re
 			break;
 		}
 	}
+	submit(e);
+	return 0;
+}
+
+static __always_inline bool pseudo_fs(unsigned long magic)
+{
+	return magic == PROC_SUPER_MAGIC || magic == SYSFS_MAGIC || magic == CGROUP_SUPER_MAGIC ||
+	       magic == CGROUP2_SUPER_MAGIC || magic == DEBUGFS_MAGIC || magic == TRACEFS_MAGIC ||
+	       magic == SECURITYFS_MAGIC || magic == CONFIGFS_MAGIC;
+}
+
+/*
+ * A read/write/pread64/pwrite64 that returned ret >= 0 bytes: recorded when it did less
+ * than it asked (count in rdx) on a regular file of a target. A read that stops at the
+ * end of the file is how files end, not a short read: only reads that stop before the
+ * file's size (as the inode says after the call) are recorded, and a read returning 0 is
+ * end of file by definition.
+ */
+static __always_inline int check_short_io(struct pt_regs *regs, long nr, long ret)
+{
+	unsigned long want = regs->dx;
+	bool reading = nr == NR_read || nr == NR_pread64;
+	struct tracerd_syscall_failure *e;
+	struct inode *inode;
+	struct file *f;
+	__s64 end;
+	int fd;
+
+	if (want > MAX_RW_COUNT)
+		want = MAX_RW_COUNT;
+	if ((unsigned long)ret >= want || (reading && ret == 0))
+		return 0;
+	if (!is_target(bpf_get_current_pid_tgid() >> 32))
+		return 0;
+	fd = (int)regs->di;
+	f = fd_file(fd);
+	if (!f)
+		return 0;
+	inode = BPF_CORE_READ(f, f_inode);
+	if ((BPF_CORE_READ(inode, i_mode) & S_IFMT) != S_IFREG)
+		return 0;
+	if (reading) {
+		end = nr == NR_pread64 ? (__s64)regs->r10 + ret : BPF_CORE_READ(f, f_pos);
+		if (end >= BPF_CORE_READ(inode, i_size) || pseudo_fs(BPF_CORE_READ(inode, i_sb, s_magic)))
+			return 0;
+	}
+	e = reserve(sizeof(*e), TRACERD_CNT_RINGBUF_FULL_SYSCALL);
+	if (!e)
+		return 0;
+	fill_header(&e->h, TRACERD_EV_SYSCALL_FAILURE);
+	e->ret = ret;
+	e->requested = want;
+	e->syscall_nr = nr;
+	e->fd = fd;
+	e->open_id = open_id_of(f);
+	e->path_len = 0;
+	__builtin_memset(&e->peer, 0, sizeof(e->peer));
 	submit(e);
 	return 0;
 }
@@ -571,6 +653,8 @@ static __always_inline int syscall_exit(struct pt_regs *regs, long nr, long ret)
 			return track_socket(nr == NR_connect ? (int)regs->di : ret);
 		if (nr == NR_chdir || nr == NR_fchdir)
 			return track_cwd();
+		if ((unsigned long)nr <= NR_write || nr == NR_pread64 || nr == NR_pwrite64)
+			return check_short_io(regs, nr, ret);
 		return 0;
 	}
 	if (nr < 0)

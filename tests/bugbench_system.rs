@@ -148,7 +148,7 @@ fn check_kept_runs(out: &std::path::Path) {
 }
 
 /// Every fast case has its test below.
-const FAST_CASES: &[&str] = &["snapshot-read", "nth-connect", "torn-snapshot"];
+const FAST_CASES: &[&str] = &["snapshot-read", "nth-connect", "torn-snapshot", "wal-disk-full"];
 
 #[test]
 fn every_fast_case_is_tested() {
@@ -181,4 +181,9 @@ fn nth_connect() {
 #[test]
 fn torn_snapshot() {
     reproduce_case("torn-snapshot");
+}
+
+#[test]
+fn wal_disk_full() {
+    reproduce_case("wal-disk-full");
 }

@@ -88,6 +88,7 @@ fn sample_dump() -> Vec<u8> {
                 fd: -100,
                 open_id: i,
                 blob,
+                requested: 0,
             }
         };
         records.push(Record {

@@ -195,6 +195,108 @@ command = ["sh", "-c", "grep -q 'write 3 to a: No space' {{workdir}}/n1.log && [
     let _ = std::fs::remove_dir_all(&workdir);
 }
 
+/// The scenario of `faulty records`: one node writing 10 records, done when it says so.
+fn records_scenario(oracle: &str) -> String {
+    format!(
+        r#"name = "records"
+run_timeout_s = 20
+[[nodes]]
+name = "n1"
+command = ["FAULTY", "records", "{{workdir}}/n1", "10"]
+[workload]
+command = {}
+[oracle]
+command = ["sh", "-c", "{oracle}"]
+"#,
+        wait_for("n1", "records done")
+    )
+}
+
+fn run_json(workdir: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(workdir.join("run.json")).expect("run.json");
+    serde_json::from_str(&text).expect("run.json is JSON")
+}
+
+#[test]
+fn a_persistent_fault_fails_every_later_matching_call() {
+    let scenario = records_scenario("grep -q 'failed 8 of 10' {workdir}/n1.log");
+    let schedule = "[[faults]]\nnode = \"n1\"\nkind = \"syscall\"\nsyscall = \"write\"\nerrno = \"ENOSPC\"\npath = \"{workdir}/n1/log\"\nnth = 3\nuntil = \"end\"\n";
+    let (out, workdir) = replay_and_keep(&scenario, schedule);
+    assert!(out.contains("faults fired: 1/1"), "{out}");
+    assert!(
+        out.contains("every later matching call fails until the end"),
+        "{out}"
+    );
+    assert!(
+        out.contains("fault 1 then failed 7 more matching call(s)"),
+        "{out}"
+    );
+    let n1 = log(&workdir, "n1");
+    for want in [
+        "record 2: 100",
+        "record 3: No space left on device",
+        "record 10: No space left on device",
+        "write 10 to other: ok",
+        "log size 200",
+    ] {
+        assert!(n1.lines().any(|l| l == want), "{want}: {n1}");
+    }
+    assert_eq!(run_json(&workdir)["failed_after"], serde_json::json!([7]));
+    let failed = trace_events(&workdir)
+        .into_iter()
+        .filter(|e| e["kind"] == "syscall_failure" && e["syscall"] == "write" && e["errno"] == "ENOSPC")
+        .count();
+    assert_eq!(failed, 8, "the run's trace shows every failed write");
+    let _ = std::fs::remove_dir_all(&workdir);
+}
+
+#[test]
+fn a_short_fault_writes_exactly_its_bytes_and_the_program_sees_the_count() {
+    let scenario = records_scenario("grep -q 'record 2: 30' {workdir}/n1.log");
+    let schedule = "[[faults]]\nnode = \"n1\"\nkind = \"syscall\"\nsyscall = \"write\"\npath = \"{workdir}/n1/log\"\nnth = 2\nshort = 30\n\n\
+                    [[faults]]\nnode = \"n1\"\nkind = \"syscall\"\nsyscall = \"pwrite64\"\npath = \"{workdir}/n1/plog\"\nshort = 10\n";
+    let (out, workdir) = replay_and_keep(&scenario, schedule);
+    assert!(out.contains("faults fired: 2/2"), "{out}");
+    assert!(out.contains("(short: wrote 30 of 100 bytes)"), "{out}");
+    assert!(out.contains("(short: wrote 10 of 100 bytes)"), "{out}");
+    let n1 = log(&workdir, "n1");
+    for want in [
+        "record 1: 100",
+        "record 2: 30",
+        "record 3: 100",
+        "precord 1: 10",
+        "precord 2: 100",
+        "failed 0 of 10",
+        // the 30 bytes went through the program's own file offset: the next record follows them
+        "log size 930",
+        "plog size 300, 90 zero bytes",
+    ] {
+        assert!(n1.lines().any(|l| l == want), "{want}: {n1}");
+    }
+    let log_bytes = std::fs::read(workdir.join("n1/log")).unwrap();
+    assert!(
+        log_bytes.iter().all(|&b| b == b'r'),
+        "the supervisor wrote the program's own bytes"
+    );
+    let short: Vec<(String, i64, u64)> = trace_events(&workdir)
+        .iter()
+        .filter(|e| e["kind"] == "short_io")
+        .map(|e| {
+            (
+                e["syscall"].as_str().unwrap_or("").to_string(),
+                e["ret"].as_i64().unwrap_or(-1),
+                e["requested"].as_u64().unwrap_or(0),
+            )
+        })
+        .collect();
+    assert_eq!(
+        short,
+        [("write".to_string(), 30, 100), ("pwrite64".to_string(), 10, 100)],
+        "the run's trace shows the short writes as tracerd records them in production"
+    );
+    let _ = std::fs::remove_dir_all(&workdir);
+}
+
 #[test]
 fn fails_openat_only_after_function_f() {
     let scenario = format!(

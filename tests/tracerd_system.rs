@@ -584,6 +584,81 @@ fn relative_paths_resolve_against_the_cwd_after_chdir_and_fchdir() {
 }
 
 #[test]
+fn short_reads_and_writes_of_regular_files_are_recorded() {
+    require_root();
+    let prog = program("shortio");
+    let d = Daemon::start(&["--target-comm", "shortio"]);
+    let file = d.dir.path().join("limited.dat");
+    let child = Command::new(&prog)
+        .arg(&file)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("running shortio");
+    let pid = child.id();
+    let out = child.wait_with_output().expect("waiting for shortio");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "shortio failed: {stdout} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // what the calls returned, as the program saw them
+    for line in [
+        "write 904 of 1064",
+        "write -27 of 100",
+        "pwrite64 500 of 1064",
+        "read 5000 of 8192",
+        "read 0 of 8192",
+        "read 4096 of 4200",
+        "pread64 3096 of 4000",
+        "pipe-read 5 of 8192",
+    ] {
+        assert!(stdout.lines().any(|l| l == line), "shortio printed {stdout}");
+    }
+    let dump = d.dump();
+    let events = inspect_json(&dump);
+    let path = file.to_str().unwrap();
+    let short: Vec<(String, i64, u64, String)> = events_of(&events, "short_io", pid)
+        .iter()
+        .map(|e| {
+            (
+                e["syscall"].as_str().unwrap_or("").to_string(),
+                e["ret"].as_i64().unwrap_or(-1),
+                e["requested"].as_u64().unwrap_or(0),
+                e["path"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    let want: Vec<(String, i64, u64, String)> = [
+        ("write", 904, 1064),
+        ("pwrite64", 500, 1064),
+        ("read", 4096, 4200),
+        ("pread64", 3096, 4000),
+    ]
+    .iter()
+    .map(|(s, r, n)| (s.to_string(), *r, *n, path.to_string()))
+    .collect();
+    assert_eq!(
+        short, want,
+        "exactly the short calls on the file: not the reads that ended at its end, the pipe or sysfs"
+    );
+    let failures = events_of(&events, "syscall_failure", pid);
+    let efbig = only(
+        failures.into_iter().filter(|e| e["errno"] == "EFBIG").collect(),
+        "EFBIG write",
+    );
+    assert_eq!(
+        (efbig["syscall"].as_str(), efbig["path"].as_str()),
+        (Some("write"), Some(path))
+    );
+    let text = run_ok(Command::new(tracerd_bin()).arg("inspect").arg(&dump));
+    let line = format!("pwrite64(fd 3 {path}) = 500 of 1064 (short)");
+    assert!(text.contains(&line), "inspect shows {line}: {text}");
+    assert!(text.contains("short_io 4"), "the summary counts them: {text}");
+}
+
+#[test]
 fn second_dump_holds_later_events_and_filters_non_targets() {
     require_root();
     let prog = eventgen_as("eg_twice");

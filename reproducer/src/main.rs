@@ -135,6 +135,9 @@ fn print_report(r: &RunReport) {
             "  fault {} {} on {} at +{} ms, pid {} tid {} {}",
             f.fault, f.kind, f.node, f.at_ms, f.pid, f.tid, f.detail
         );
+        if let Some(&n) = r.failed_after.get(f.fault - 1).filter(|&&n| n > 0) {
+            println!("  fault {} then failed {n} more matching call(s)", f.fault);
+        }
     }
     if r.kept {
         println!("run directory: {}", r.workdir.display());

@@ -46,12 +46,27 @@ pub struct Summary {
     pub failures_total: usize,
 }
 
-/// The faults in the paper's notation: "SCF(write)", "ND + PS(Crash)*2".
+/// The faults in the paper's notation: "SCF(write)", "ND + PS(Crash)*2"; a short or
+/// persistent syscall fault says so: "SCF(pwrite64, short+persistent)".
 pub fn faults_notation(s: &Schedule) -> String {
     let mut parts: Vec<(String, u32)> = Vec::new();
     for f in &s.faults {
         let name = match &f.action {
-            Action::Syscall { syscall, .. } => format!("SCF({syscall})"),
+            Action::Syscall {
+                syscall,
+                short,
+                until,
+                ..
+            } => {
+                let shape: Vec<&str> = [(short.is_some(), "short"), (until.is_some(), "persistent")]
+                    .iter()
+                    .filter_map(|&(on, name)| on.then_some(name))
+                    .collect();
+                match shape.is_empty() {
+                    true => format!("SCF({syscall})"),
+                    false => format!("SCF({syscall}, {})", shape.join("+")),
+                }
+            }
             Action::Crash { .. } => "PS(Crash)".into(),
             Action::Pause { .. } => "PS(Pause)".into(),
             Action::Partition { .. } => "ND".into(),
@@ -138,6 +153,11 @@ fn used_by_diagnosis(e: &TimedEvent, d: &Diagnosis) -> bool {
                 && c.node == e.node
                 && matches!(&c.guess, FaultGuess::Syscall { syscall, errno, .. } if *syscall == f.syscall && Some(errno) == f.errno.as_ref())
         }),
+        What::ShortIo(s) => d.candidates.iter().any(|c| {
+            c.verdict != Verdict::Benign
+                && c.node == e.node
+                && matches!(&c.guess, FaultGuess::Syscall { syscall, short: Some(_), .. } if *syscall == s.syscall)
+        }),
         What::Function(hit) => hit.spec().is_some_and(|spec| d.causes().any(|c| c.preceding_functions.iter().take(5).any(|p| *p == spec))),
     }
 }
@@ -147,7 +167,9 @@ fn used_by_diagnosis(e: &TimedEvent, d: &Diagnosis) -> bool {
 fn fold_key(e: &TimedEvent) -> String {
     let text = e.event.describe();
     let text = match &e.event.what {
-        What::SyscallFailure(_) | What::Function(_) => text.chars().filter(|c| !c.is_ascii_digit()).collect(),
+        What::SyscallFailure(_) | What::ShortIo(_) | What::Function(_) => {
+            text.chars().filter(|c| !c.is_ascii_digit()).collect()
+        }
         _ => format!("{text}@{}", e.at_ns),
     };
     format!("{:?} {text}", e.node)
@@ -402,6 +424,8 @@ mod tests {
                 errno: "EIO".into(),
                 path: None,
                 raw_path: None,
+                short: None,
+                persistent: false,
             },
             node: Some(0),
             who: "db1".into(),
@@ -432,6 +456,11 @@ mod tests {
             "PS(Crash)*2 + SCF(write)"
         );
         assert_eq!(faults_notation(&Schedule::default()), "");
+        let full = "[[faults]]\nnode = \"db1\"\nkind = \"syscall\"\nsyscall = \"pwrite64\"\nerrno = \"ENOSPC\"\nshort = 400\nuntil = \"end\"\n";
+        assert_eq!(
+            faults_notation(&Schedule::parse(full, "s").unwrap()),
+            "SCF(pwrite64, short+persistent)"
+        );
     }
 
     #[test]

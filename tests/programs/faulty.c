@@ -12,6 +12,10 @@
  *   faulty serve PORT          TCP echo server (one client at a time, forever)
  *   faulty ping IP PORT MS     connects, calls stage_c(), sends a line every 100 ms for MS, logging each round-trip time
  *   faulty two-faults DIR      calls stage_h(), stage_g(), then writes DIR/a twice
+ *   faulty records DIR N       N writes of a 100-byte record to DIR/log, each followed by a
+ *                              write to DIR/other (its own open); then 3 pwrites of a record
+ *                              to DIR/plog at offsets 0, 100, 200; logs every result, how
+ *                              many failed, both sizes and the zero bytes of plog
  *   faulty profile DIR MS      fails to open DIR/optional-100.conf .. -102.conf (ENOENT),
  *                              calls stage_once() once and stage_hot() 20000 times, sleeps
  *                              MS, logs "profile done"
@@ -25,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -77,6 +82,46 @@ static int write_to(const char *dir, const char *name, int i)
 	close(fd);
 	printf("write %d to %s: %s\n", i, name, r ? strerror(-r) : "ok");
 	return r;
+}
+
+static long file_size(int fd)
+{
+	struct stat st;
+	return fstat(fd, &st) == 0 ? (long)st.st_size : -1;
+}
+
+/* Each result as the program sees it: a byte count (short ones included) or the error. */
+static int records(const char *dir, int n)
+{
+	char path[512], rec[100], back[300];
+	int failed = 0, zeros = 0;
+	memset(rec, 'r', sizeof(rec));
+	snprintf(path, sizeof(path), "%s/log", dir);
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	snprintf(path, sizeof(path), "%s/plog", dir);
+	int pfd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	if (fd < 0 || pfd < 0)
+		return 1;
+	for (int i = 1; i <= n; i++) {
+		long r = write(fd, rec, sizeof(rec));
+		if (r < 0) {
+			failed++;
+			printf("record %d: %s\n", i, strerror(errno));
+		} else {
+			printf("record %d: %ld\n", i, r);
+		}
+		write_to(dir, "other", i);
+	}
+	for (int i = 1; i <= 3; i++) {
+		long r = pwrite(pfd, rec, sizeof(rec), (i - 1) * 100);
+		printf("precord %d: %ld\n", i, r);
+	}
+	long got = pread(pfd, back, sizeof(back), 0);
+	for (long i = 0; i < got; i++)
+		zeros += back[i] == 0;
+	printf("failed %d of %d\nlog size %ld\nplog size %ld, %d zero bytes\nrecords done\n", failed, n,
+	       file_size(fd), file_size(pfd), zeros);
+	return 0;
 }
 
 static void *thread_writes(void *dir)
@@ -155,6 +200,8 @@ int main(int argc, char **argv)
 		}
 		return 0;
 	}
+	if (!strcmp(mode, "records") && argc > 3)
+		return records(argv[2], atoi(argv[3]));
 	if (!strcmp(mode, "open-after") && argc > 2) {
 		open_x(argv[2], "before f");
 		stage_f();

@@ -18,7 +18,9 @@ use serde::{Deserialize, Serialize};
 use crate::abi::{EventKind, PauseCause, ProcessState};
 use crate::addr::{decode_addr, ENCODED_ADDR_LEN};
 pub use crate::counters::{Counters, KernelCounters, RecorderCounters};
-use crate::event::{Event, FunctionHit, NetworkGap, ProcessChange, Sender, State, SyscallFailure, What};
+use crate::event::{
+    Event, FunctionHit, NetworkGap, ProcessChange, Sender, ShortIo, State, SyscallFailure, What,
+};
 pub use crate::process::ProcInfo;
 use crate::record::{BlobRef, BlobWindow, Payload, Record};
 use crate::syscalls::{errno_name, syscall_name};
@@ -181,11 +183,13 @@ fn encode_record(r: &Record, out: &mut [u8; RECORD_SIZE]) {
             fd,
             open_id,
             blob,
+            requested,
         } => {
             out[32] = KIND_SYSCALL;
             out[34..36].copy_from_slice(&nr.to_le_bytes());
             out[36..40].copy_from_slice(&ret.to_le_bytes());
             out[40..44].copy_from_slice(&fd.to_le_bytes());
+            out[44..48].copy_from_slice(&requested.to_le_bytes());
             out[48..56].copy_from_slice(&open_id.to_le_bytes());
             out[56..64].copy_from_slice(&blob.raw().to_le_bytes());
         }
@@ -247,6 +251,8 @@ fn decode_record(b: &[u8]) -> Option<Record> {
             fd: le_u32(&b[40..44]) as i32,
             open_id: le_u64(&b[48..56]),
             blob: BlobRef::from_raw(le_u64(&b[56..64])),
+            // zero in dumps written before short I/O was recorded: failures only
+            requested: le_u32(&b[44..48]),
         },
         KIND_FUNCTION => Payload::Function {
             function_id: le_u64(&b[48..56]),
@@ -498,7 +504,22 @@ impl<'a> Resolver<'a> {
                 ret,
                 fd,
                 open_id,
+                requested,
+                ..
+            } if requested != 0 => What::ShortIo(ShortIo {
+                syscall: syscall_name(nr as u32),
+                fd,
+                path: self.open_path(open_id, 0),
+                requested: requested as u64,
+                done: ret.max(0) as u64,
+            }),
+            Payload::SyscallFailure {
+                nr,
+                ret,
+                fd,
+                open_id,
                 blob,
+                ..
             } => {
                 let (mut path, mut peer) = (None, None);
                 match self.blob(blob) {
@@ -601,6 +622,7 @@ mod tests {
                     fd: 3,
                     open_id: 7,
                     blob: BlobRef::NONE,
+                    requested: 0,
                 },
             },
             Record {
@@ -630,6 +652,20 @@ mod tests {
                     packets: 9,
                     endpoints: BlobRef::NONE,
                     ongoing: true,
+                },
+            },
+            Record {
+                ts_ns: 8,
+                pid: 1,
+                tid: 2,
+                comm: *b"abc\0\0\0\0\0\0\0\0\0\0\0\0\0",
+                payload: Payload::SyscallFailure {
+                    nr: 18,
+                    ret: 480,
+                    fd: 3,
+                    open_id: 7,
+                    blob: BlobRef::NONE,
+                    requested: 1064,
                 },
             },
         ]
@@ -700,6 +736,20 @@ mod tests {
         assert_eq!(json[0].path.as_deref(), Some("/data/aof"));
         assert_eq!(json[1].signal.as_deref(), Some("SIGKILL"));
         assert_eq!(json[2].duration_ms, Some(6000));
+        assert_eq!(
+            (
+                json[3].kind,
+                json[3].ret,
+                json[3].requested,
+                json[3].errno.as_deref()
+            ),
+            ("short_io", Some(480), Some(1064), None)
+        );
+        assert_eq!(
+            events[3].describe(),
+            "pwrite64(fd 3 /data/aof) = 480 of 1064 (short)"
+        );
+        assert_eq!(json[0].requested, None);
         assert!(
             matches!(&events[1].what, What::ProcessState(p) if p.state == State::Killed { core_dumped: false })
         );

@@ -25,6 +25,8 @@ pub struct Event {
 #[derive(Clone, Debug, PartialEq)]
 pub enum What {
     SyscallFailure(SyscallFailure),
+    /// a read or write on a regular file that did less than it asked (not a failure)
+    ShortIo(ShortIo),
     Function(FunctionHit),
     NetworkGap(NetworkGap),
     ProcessState(ProcessChange),
@@ -37,14 +39,16 @@ pub enum Kind {
     Function,
     NetworkGap,
     ProcessState,
+    ShortIo,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 4] = [
+    pub const ALL: [Kind; 5] = [
         Kind::SyscallFailure,
         Kind::Function,
         Kind::NetworkGap,
         Kind::ProcessState,
+        Kind::ShortIo,
     ];
 
     /// The name in JSON and in `inspect`.
@@ -54,6 +58,7 @@ impl Kind {
             Kind::Function => "function",
             Kind::NetworkGap => "network_gap",
             Kind::ProcessState => "process_state",
+            Kind::ShortIo => "short_io",
         }
     }
 }
@@ -71,6 +76,20 @@ pub struct SyscallFailure {
     pub path: Option<String>,
     /// the socket's peer, or the address argument of connect/bind
     pub peer: Option<SocketAddr>,
+}
+
+/// A read/write/pread64/pwrite64 on a regular file that returned fewer bytes than it asked
+/// for: a write on a full disk, a read that stopped before the end of the file.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ShortIo {
+    pub syscall: String,
+    pub fd: i32,
+    /// the file the fd was opened from, when the dump knows it
+    pub path: Option<String>,
+    /// bytes the call asked for
+    pub requested: u64,
+    /// bytes it read or wrote (its return value)
+    pub done: u64,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -136,6 +155,7 @@ impl Event {
     pub fn kind(&self) -> Kind {
         match self.what {
             What::SyscallFailure(_) => Kind::SyscallFailure,
+            What::ShortIo(_) => Kind::ShortIo,
             What::Function(_) => Kind::Function,
             What::NetworkGap(_) => Kind::NetworkGap,
             What::ProcessState(_) => Kind::ProcessState,
@@ -157,6 +177,14 @@ impl Event {
                 let fd = s.fd.map(|f| format!("fd {f} ")).unwrap_or_default();
                 format!("{}({fd}{target}) = {} {}", s.syscall, s.ret, or_dash(&s.errno))
             }
+            What::ShortIo(s) => format!(
+                "{}(fd {} {}) = {} of {} (short)",
+                s.syscall,
+                s.fd,
+                s.path.as_deref().unwrap_or("-"),
+                s.done,
+                s.requested
+            ),
             What::Function(f) => format!("{} in {}", or_dash(&f.function), or_dash(&f.binary)),
             What::NetworkGap(g) => format!(
                 "{} -> {} silent {} ms after {} packets{}",
@@ -208,6 +236,8 @@ pub struct EventJson {
     pub syscall: Option<String>,
     pub errno: Option<String>,
     pub ret: Option<i64>,
+    /// short reads and writes: the byte count asked for (`ret` is what was done)
+    pub requested: Option<u64>,
     pub fd: Option<i32>,
     pub path: Option<String>,
     pub binary: Option<String>,
@@ -239,6 +269,7 @@ impl From<&Event> for EventJson {
             syscall: None,
             errno: None,
             ret: None,
+            requested: None,
             fd: None,
             path: None,
             binary: None,
@@ -264,6 +295,13 @@ impl From<&Event> for EventJson {
                 j.fd = s.fd;
                 j.path = s.path.clone();
                 j.dst = s.peer.map(|p| p.to_string());
+            }
+            What::ShortIo(s) => {
+                j.syscall = Some(s.syscall.clone());
+                j.ret = Some(s.done as i64);
+                j.requested = Some(s.requested);
+                j.fd = Some(s.fd);
+                j.path = s.path.clone();
             }
             What::Function(f) => {
                 j.binary = f.binary.clone();

@@ -42,6 +42,9 @@ pub enum Payload {
         open_id: u64,
         /// path argument, or encoded peer address
         blob: BlobRef,
+        /// a short read or write (`ret` >= 0 bytes done): the count asked for; 0 = a
+        /// failed call
+        requested: u32,
     },
     Function {
         function_id: u64,

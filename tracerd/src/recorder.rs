@@ -129,6 +129,8 @@ impl Recorder {
             fd: e.fd,
             open_id: e.open_id,
             blob,
+            // at most MAX_RW_COUNT (the kernel side clamps it)
+            requested: e.requested.min(u32::MAX as u64) as u32,
         }
     }
 

@@ -106,14 +106,7 @@ pub fn redact_records(
     }
     let mut moved: std::collections::HashMap<u64, BlobRef> = std::collections::HashMap::new();
     for (i, r) in records.iter().enumerate() {
-        let Payload::SyscallFailure {
-            nr,
-            ret,
-            fd,
-            open_id,
-            blob,
-        } = r.payload
-        else {
+        let Payload::SyscallFailure { blob, .. } = r.payload else {
             continue;
         };
         if blob.is_none() {
@@ -128,19 +121,11 @@ pub fn redact_records(
             }
         };
         if new != blob {
-            changed.push((
-                i,
-                Record {
-                    payload: Payload::SyscallFailure {
-                        nr,
-                        ret,
-                        fd,
-                        open_id,
-                        blob: new,
-                    },
-                    ..**r
-                },
-            ));
+            let mut redacted = **r;
+            if let Payload::SyscallFailure { blob, .. } = &mut redacted.payload {
+                *blob = new;
+            }
+            changed.push((i, redacted));
         }
     }
     changed

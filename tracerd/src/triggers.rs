@@ -241,7 +241,8 @@ impl Triggers {
     pub fn check(&mut self, r: &Record, path: Option<&[u8]>) {
         match r.payload {
             Payload::ProcessState { .. } => self.check_process(r),
-            Payload::SyscallFailure { nr, ret, .. } if self.has_syscall_rules => {
+            // a short read or write (ret >= 0) is no failed call
+            Payload::SyscallFailure { nr, ret, .. } if self.has_syscall_rules && ret < 0 => {
                 let path = path.and_then(|p| std::str::from_utf8(p).ok());
                 for i in 0..self.rules.len() {
                     if let Rule::Syscall {
@@ -450,6 +451,7 @@ mod tests {
                 fd: -1,
                 open_id: 0,
                 blob: Default::default(),
+                requested: 0,
             },
             ..Record::default()
         };

@@ -19,6 +19,8 @@ use super::profile::normalize_path;
 use super::timeline::{TimedEvent, Timeline};
 use crate::model::scenario::Scenario;
 
+mod storage;
+
 /// Burst windows over which a failure's production rate is compared with the profile.
 const BURST_WINDOW_NS: u64 = 2_000_000_000;
 /// A failure is benign unless its production burst is this unlikely under the profile's rate.
@@ -95,6 +97,12 @@ pub enum FaultGuess {
         errno: String,
         path: Option<String>,
         raw_path: Option<String>,
+        /// production's first call of the fault did only this many bytes (a short write)
+        #[serde(skip_serializing_if = "Option::is_none")]
+        short: Option<u64>,
+        /// from the fault on, every matching call failed (a full or dead disk)
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        persistent: bool,
     },
     Crash {
         signal: String,
@@ -623,6 +631,8 @@ impl Builder<'_> {
                 errno: errno.clone(),
                 path: path.clone(),
                 raw_path,
+                short: None,
+                persistent: false,
             };
             let mut c = self.candidate(first, guess, first.at_ns, String::new());
             c.occurrences = events.len() as u32;
@@ -889,6 +899,7 @@ pub fn diagnose(t: &Timeline, scenario: Option<&Scenario>, baseline: Option<&Bas
     b.gaps();
     b.explain_gaps();
     b.syscall_failures();
+    b.short_then_persistent();
     b.explain_network_failures();
     b.mark_late();
     b.contexts();
@@ -927,9 +938,15 @@ fn describe(g: &FaultGuess, scenario: Option<&Scenario>) -> String {
             syscall,
             errno,
             raw_path,
+            short,
+            persistent,
             ..
         } => format!(
-            "{syscall} failed with {errno}{}",
+            "{}{syscall} failed with {errno}{}{}",
+            short
+                .map(|b| format!("a short {syscall} ({b} bytes), then "))
+                .unwrap_or_default(),
+            if *persistent { " on every later call" } else { "" },
             raw_path.as_ref().map(|p| format!(" on {p}")).unwrap_or_default()
         ),
         FaultGuess::Crash { signal, .. } => format!("crash ({signal})"),

@@ -11,7 +11,7 @@ use tracedump::syscalls::{errno_number, signal_number, syscall_number};
 
 use super::resolve_binary;
 use super::scenario::Scenario;
-use super::schedule::{Action, Context, Direction, Fault, FaultKind, Origin, Schedule};
+use super::schedule::{Action, Context, Direction, Fault, FaultKind, Origin, Schedule, Until};
 use crate::analysis::programs::is_wrapper;
 
 /// What a planned fault does, in kernel terms.
@@ -19,9 +19,14 @@ use crate::analysis::programs::is_wrapper;
 pub enum Planned {
     Syscall {
         nr: u32,
-        errno: i32,
+        /// None: a short fault that fails no call
+        errno: Option<i32>,
         path: Option<String>,
         nth: u32,
+        /// the Nth call writes only this many bytes (the supervisor writes them)
+        short: Option<u64>,
+        /// every later matching call fails with errno until then
+        until: Option<Until>,
     },
     Crash {
         signal: u32,
@@ -156,13 +161,21 @@ fn plan_fault(f: &Fault, index: usize, scenario: &Scenario, origin: &Origin) -> 
             errno,
             path,
             nth,
+            short,
+            until,
         } => Planned::Syscall {
             nr: syscall_number(syscall)
                 .ok_or_else(|| anyhow!("{}: unknown syscall '{syscall}'", at("syscall")))?,
-            errno: errno_number(errno).ok_or_else(|| anyhow!("{}: unknown errno '{errno}'", at("errno")))?
-                as i32,
+            errno: match errno {
+                Some(e) => Some(
+                    errno_number(e).ok_or_else(|| anyhow!("{}: unknown errno '{e}'", at("errno")))? as i32,
+                ),
+                None => None,
+            },
             path: path.clone(),
             nth: *nth,
+            short: *short,
+            until: *until,
         },
         Action::Crash { signal: s } => Planned::Crash {
             signal: signal(s, "SIGKILL")?,
@@ -234,9 +247,11 @@ mod tests {
             p.faults[0].action,
             Planned::Syscall {
                 nr: 1,
-                errno: 28,
+                errno: Some(28),
                 path: None,
-                nth: 1
+                nth: 1,
+                short: None,
+                until: None,
             }
         );
         assert_eq!(

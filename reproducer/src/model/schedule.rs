@@ -6,6 +6,7 @@
 //!
 //! [`FaultPlan`]: super::plan::FaultPlan
 use std::path::Path;
+use std::time::Duration;
 
 use anyhow::{anyhow, bail, Result};
 use serde::{Deserialize, Serialize};
@@ -41,6 +42,41 @@ pub enum Direction {
     In,
 }
 
+/// How long a persistent syscall fault lasts from the call it fired at: every matching call
+/// of its node fails until then, as on a full or dead disk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Until {
+    /// until the run ends (restarts of the node included)
+    End,
+    /// for this long
+    For(Duration),
+}
+
+impl Until {
+    /// `"end"`, or a duration such as `"2s"`, `"500ms"`, `"1m 30s"`.
+    pub fn parse(text: &str) -> Result<Until> {
+        if text == "end" {
+            return Ok(Until::End);
+        }
+        match humantime::parse_duration(text) {
+            Ok(d) if !d.is_zero() => Ok(Until::For(d)),
+            Ok(_) => bail!("a duration of 0 fails nothing after the call; write a longer one or \"end\""),
+            Err(_) => bail!("'{text}' is neither \"end\" nor a duration such as \"2s\" or \"500ms\""),
+        }
+    }
+
+    /// The text `parse` reads back.
+    pub fn text(self) -> String {
+        match self {
+            Until::End => "end".into(),
+            Until::For(d) => humantime::format_duration(d).to_string(),
+        }
+    }
+}
+
+/// Syscalls a short fault can cut: the supervisor does the first bytes of the write itself.
+pub const SHORT_SYSCALLS: [&str; 2] = ["write", "pwrite64"];
+
 /// When and where a fault fires: after these functions were entered, in order, since the
 /// previous fault fired; a crash, pause or partition `offset` bytes into the last of them.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
@@ -52,12 +88,17 @@ pub struct Context {
 /// What a fault does.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Action {
-    /// the Nth matching call (since the previous fault) fails with `errno` without running
+    /// the Nth matching call (since the previous fault) fails with `errno` without running,
+    /// or with `short` writes only its first `short` bytes and returns that count; with
+    /// `until`, every later matching call of the node fails with `errno` until then
     Syscall {
         syscall: String,
-        errno: String,
+        /// None only for a short fault without `until` (it fails no call)
+        errno: Option<String>,
         path: Option<String>,
         nth: u32,
+        short: Option<u64>,
+        until: Option<Until>,
     },
     /// default SIGKILL
     Crash { signal: Option<String> },
@@ -143,6 +184,10 @@ struct Entry {
     path: Option<String>,
     #[serde(default = "one")]
     nth: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    short: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    until: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     after_functions: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -196,6 +241,8 @@ impl Entry {
             ("errno", self.errno.is_some()),
             ("path", self.path.is_some()),
             ("nth", self.nth != 1),
+            ("short", self.short.is_some()),
+            ("until", self.until.is_some()),
         ];
         if kind != FaultKind::Syscall {
             for (field, present) in syscall_only {
@@ -228,15 +275,23 @@ impl Entry {
                     .syscall
                     .clone()
                     .ok_or_else(|| anyhow!("{}: a syscall fault needs syscall", at("syscall")))?;
-                let errno = self
-                    .errno
-                    .clone()
-                    .ok_or_else(|| anyhow!("{}: a syscall fault needs errno", at("errno")))?;
+                let until = match &self.until {
+                    Some(t) => Some(Until::parse(t).map_err(|e| anyhow!("{}: {e}", at("until")))?),
+                    None => None,
+                };
+                self.check_short(&syscall, until.is_some(), &at)?;
+                let errno = match (&self.errno, self.short, until) {
+                    (Some(e), _, _) => Some(e.clone()),
+                    (None, Some(_), None) => None,
+                    (None, _, _) => bail!("{}: a syscall fault needs errno", at("errno")),
+                };
                 Action::Syscall {
                     syscall,
                     errno,
                     path: self.path.clone(),
                     nth: self.nth,
+                    short: self.short,
+                    until,
                 }
             }
             FaultKind::Crash => Action::Crash {
@@ -269,6 +324,34 @@ impl Entry {
         })
     }
 
+    /// A short fault: a write the supervisor can do in part, and an errno only when later
+    /// calls fail (with `until`).
+    fn check_short(&self, syscall: &str, has_until: bool, at: &dyn Fn(&str) -> String) -> Result<()> {
+        let Some(bytes) = self.short else {
+            return Ok(());
+        };
+        if bytes == 0 {
+            bail!(
+                "{}: short counts the bytes the call still writes, at least 1",
+                at("short")
+            );
+        }
+        if !SHORT_SYSCALLS.contains(&syscall) {
+            bail!(
+                "{}: short applies to {} only, not to {syscall}",
+                at("short"),
+                SHORT_SYSCALLS.join(" and ")
+            );
+        }
+        if self.errno.is_some() && !has_until {
+            bail!(
+                "{}: a short fault without until fails no call: remove errno, or add until = \"end\" to fail every later call",
+                at("errno")
+            );
+        }
+        Ok(())
+    }
+
     fn of(f: &Fault) -> Entry {
         let mut e = Entry {
             node: f.node.clone(),
@@ -277,6 +360,8 @@ impl Entry {
             errno: None,
             path: None,
             nth: 1,
+            short: None,
+            until: None,
             after_functions: f.context.after_functions.clone(),
             offset: f.context.offset,
             signal: None,
@@ -290,11 +375,15 @@ impl Entry {
                 errno,
                 path,
                 nth,
+                short,
+                until,
             } => {
                 e.syscall = Some(syscall.clone());
-                e.errno = Some(errno.clone());
+                e.errno = errno.clone();
                 e.path = path.clone();
                 e.nth = *nth;
+                e.short = *short;
+                e.until = until.map(Until::text);
             }
             Action::Crash { signal } => e.signal = signal.clone(),
             Action::Pause { signal, duration_ms } => {
@@ -396,9 +485,11 @@ direction = "out"
             s.faults[0].action,
             Action::Syscall {
                 syscall: "write".into(),
-                errno: "ENOSPC".into(),
+                errno: Some("ENOSPC".into()),
                 path: Some("{workdir}/db1/*".into()),
-                nth: 3
+                nth: 3,
+                short: None,
+                until: None,
             }
         );
         assert_eq!(
@@ -475,6 +566,75 @@ direction = "out"
         let e = error("[[faults]]\nnode = \"a\"\nkind = \"explode\"\n");
         assert!(
             e.starts_with("schedule s.toml, line 3:") && e.contains("explode"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn persistent_and_short_faults() {
+        let s = Schedule::parse(
+            "[[faults]]\nnode = \"a\"\nkind = \"syscall\"\nsyscall = \"pwrite64\"\nerrno = \"ENOSPC\"\nshort = 480\nuntil = \"end\"\n\
+             [[faults]]\nnode = \"a\"\nkind = \"syscall\"\nsyscall = \"fsync\"\nerrno = \"EIO\"\nuntil = \"1s 500ms\"\n\
+             [[faults]]\nnode = \"a\"\nkind = \"syscall\"\nsyscall = \"write\"\nshort = 3\n",
+            "s.toml",
+        )
+        .unwrap();
+        let actions: Vec<&Action> = s.faults.iter().map(|f| &f.action).collect();
+        assert!(matches!(
+            actions[0],
+            Action::Syscall { errno: Some(e), short: Some(480), until: Some(Until::End), .. } if e == "ENOSPC"
+        ));
+        assert!(matches!(
+            actions[1],
+            Action::Syscall { short: None, until: Some(Until::For(d)), .. } if *d == Duration::from_millis(1500)
+        ));
+        assert!(matches!(
+            actions[2],
+            Action::Syscall {
+                errno: None,
+                short: Some(3),
+                until: None,
+                ..
+            }
+        ));
+        let text = s.to_toml();
+        assert!(text.contains("short = 480\nuntil = \"end\"\n"), "{text}");
+        assert!(text.contains("until = \"1s 500ms\"\n"), "{text}");
+        assert_eq!(Schedule::parse(&text, "again").unwrap(), s);
+    }
+
+    #[test]
+    fn persistent_and_short_mistakes_name_line_and_field() {
+        let head = "[[faults]]\nnode = \"a\"\nkind = \"syscall\"\n";
+        let e = error(&format!(
+            "{head}syscall = \"write\"\nerrno = \"EIO\"\nuntil = \"soon\"\n"
+        ));
+        assert_eq!(e, "schedule s.toml, line 6: fault 1 field until: 'soon' is neither \"end\" nor a duration such as \"2s\" or \"500ms\"");
+        let e = error(&format!(
+            "{head}syscall = \"write\"\nerrno = \"EIO\"\nuntil = \"0s\"\n"
+        ));
+        assert!(e.contains("line 6") && e.contains("a duration of 0"), "{e}");
+        let e = error(&format!("{head}syscall = \"read\"\nshort = 10\n"));
+        assert_eq!(
+            e,
+            "schedule s.toml, line 5: fault 1 field short: short applies to write and pwrite64 only, not to read"
+        );
+        let e = error(&format!("{head}syscall = \"write\"\nshort = 0\n"));
+        assert!(e.contains("line 5") && e.contains("at least 1"), "{e}");
+        let e = error(&format!(
+            "{head}syscall = \"write\"\nerrno = \"ENOSPC\"\nshort = 10\n"
+        ));
+        assert!(e.contains("line 5") && e.contains("fails no call"), "{e}");
+        let e = error(&format!("{head}syscall = \"write\"\nuntil = \"end\"\n"));
+        assert!(e.contains("a syscall fault needs errno"), "{e}");
+        let e = error("[[faults]]\nnode = \"a\"\nkind = \"crash\"\nuntil = \"end\"\n");
+        assert!(
+            e.contains("line 4") && e.contains("until applies to syscall faults only"),
+            "{e}"
+        );
+        let e = error("[[faults]]\nnode = \"a\"\nkind = \"pause\"\nduration_ms = 5\nshort = 3\n");
+        assert!(
+            e.contains("line 5") && e.contains("short applies to syscall faults only"),
             "{e}"
         );
     }

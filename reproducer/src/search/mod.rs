@@ -23,7 +23,7 @@ pub mod runner;
 use crate::analysis::diagnose::{Candidate, Diagnosis, FaultGuess};
 use crate::model::plan::FaultPlan;
 use crate::model::scenario::Scenario;
-use crate::model::schedule::{Action, Context, Direction, Fault, FaultKind, Origin, Schedule};
+use crate::model::schedule::{Action, Context, Direction, Fault, FaultKind, Origin, Schedule, Until};
 use crate::model::{local_spec, resolve_binary};
 use attempts::{Attempt, AttemptLog};
 use confirm::Confirmation;
@@ -197,12 +197,19 @@ impl<'a> Search<'a> {
         let node = self.node_name(c.node?);
         let action = match &c.guess {
             FaultGuess::Syscall {
-                syscall, errno, path, ..
+                syscall,
+                errno,
+                path,
+                short,
+                persistent,
+                ..
             } => Action::Syscall {
                 syscall: syscall.clone(),
-                errno: errno.clone(),
+                errno: Some(errno.clone()),
                 path: path.clone(),
                 nth: 1,
+                short: *short,
+                until: persistent.then_some(Until::End),
             },
             FaultGuess::Crash { signal, .. } => Action::Crash {
                 signal: Some(signal.clone()),
@@ -458,9 +465,18 @@ impl<'a> Search<'a> {
         let c = self.causes[i];
         match &c.guess {
             FaultGuess::Syscall {
-                syscall, errno, path, ..
+                syscall,
+                errno,
+                path,
+                short,
+                persistent,
+                ..
             } => format!(
-                "{syscall} failing with {errno}{} on {}",
+                "{}{syscall} failing with {errno}{}{} on {}",
+                short
+                    .map(|b| format!("a short {syscall} of {b} bytes, then "))
+                    .unwrap_or_default(),
+                if *persistent { " from then on" } else { "" },
                 path.as_ref().map(|p| format!(" ({p})")).unwrap_or_default(),
                 c.who
             ),

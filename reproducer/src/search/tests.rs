@@ -236,6 +236,8 @@ fn level_2_finds_the_nth_call() {
         errno: "ECONNREFUSED".into(),
         path: None,
         raw_path: None,
+        short: None,
+        persistent: false,
     };
     let d = diagnosis(vec![candidate(refused, 0, 1, &[])]);
     let nth = |plan: &FaultPlan| match plan.faults.first().map(|f| &f.action) {
@@ -253,12 +255,63 @@ fn level_2_finds_the_nth_call() {
 }
 
 #[test]
+fn a_short_then_persistent_candidate_is_tried_at_level_1() {
+    let full = |short: Option<u64>, persistent: bool| FaultGuess::Syscall {
+        syscall: "pwrite64".into(),
+        errno: "ENOSPC".into(),
+        path: Some("*/store-*.log".into()),
+        raw_path: Some("/srv/store-7.log".into()),
+        short,
+        persistent,
+    };
+    let d = diagnosis(vec![
+        candidate(full(Some(480), true), 0, 1, &[]),
+        candidate(full(None, false), 0, 2, &[]),
+    ]);
+    // only a short write followed by failures from then on brings the bug back
+    let disk_full = |plan: &FaultPlan, fired: &[bool], _| {
+        plan.faults.iter().zip(fired).any(|(f, &fired)| {
+            fired
+                && matches!(
+                    f.action,
+                    PlannedAction::Syscall {
+                        short: Some(480),
+                        until: Some(Until::End),
+                        errno: Some(28),
+                        ..
+                    }
+                )
+        })
+    };
+    let mut fake = Fake::new(disk_full);
+    let r = search(&mut fake, &d, 150).0.unwrap();
+    assert_eq!((r.outcome, r.level), (Outcome::Reproduced, 1));
+    let schedule = r.schedule.unwrap();
+    assert!(
+        schedule.to_toml().contains("short = 480\nuntil = \"end\"\n"),
+        "{}",
+        schedule.to_toml()
+    );
+    assert!(
+        r.chosen[0].contains("a short pwrite64 of 480 bytes, then pwrite64 failing with ENOSPC from then on"),
+        "{:?}",
+        r.chosen
+    );
+    assert_eq!(
+        r.attempts[1].level, 1,
+        "the first attempt after the fault-free check"
+    );
+}
+
+#[test]
 fn the_nth_search_stops_where_the_calls_end() {
     let refused = FaultGuess::Syscall {
         syscall: "connect".into(),
         errno: "ECONNREFUSED".into(),
         path: None,
         raw_path: None,
+        short: None,
+        persistent: false,
     };
     let d = diagnosis(vec![candidate(refused, 0, 1, &[])]);
     let mut fake = Fake::new(|_, _, _| false);
@@ -393,6 +446,8 @@ fn a_fault_that_stops_a_node_from_starting_is_a_result_and_the_search_goes_on() 
         errno: "EPERM".into(),
         path: None,
         raw_path: None,
+        short: None,
+        persistent: false,
     };
     let d = diagnosis(vec![candidate(eperm, 0, 1, &[])]);
     // the 1st and 2nd prctl are start-up calls: failing them stops db1 (or breaks the run)

@@ -9,7 +9,7 @@ use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::Child;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
@@ -23,6 +23,7 @@ use super::supervisor::{self, Shared, SyscallFired};
 use crate::model::plan::{FaultPlan, Planned};
 use crate::model::resolve_binary;
 use crate::model::scenario::{Placeholders, Scenario};
+use crate::model::schedule::Until;
 
 #[derive(Clone, Debug, Default)]
 pub struct RunOptions {
@@ -67,6 +68,9 @@ pub struct RunReport {
     /// per fault: matching calls seen while it was current (syscall faults), so a caller
     /// can tell "the Nth call never came" from "it came and failed"
     pub matched: Vec<u32>,
+    /// per fault: the later matching calls a persistent syscall fault (`until`) failed
+    /// after the call it fired at
+    pub failed_after: Vec<u32>,
     /// from the first node's start to the trace dump: the span the trace's counts cover
     pub duration_ms: u64,
     /// a node did not start (it exited or never became ready) and the run ended there, without
@@ -113,6 +117,28 @@ struct Run<'a> {
     resumes: Vec<(Instant, u32)>,
     /// per node: the account it runs as
     users: Vec<Option<RunAs>>,
+}
+
+/// What a fired syscall fault did, for run.json and `run`: the path, and for a short or
+/// persistent fault what it wrote and how long it goes on.
+fn syscall_detail(s: &SyscallFired, action: &Planned) -> String {
+    let mut detail = s.path.clone().unwrap_or_default();
+    if let Some((done, asked)) = s.short {
+        detail += &format!(" (short: wrote {done} of {asked} bytes)");
+    }
+    if let Planned::Syscall {
+        until: Some(until), ..
+    } = action
+    {
+        detail += &match until {
+            Until::End => "; every later matching call fails until the end".to_string(),
+            Until::For(d) => format!(
+                "; every later matching call fails for {}",
+                humantime::format_duration(*d)
+            ),
+        };
+    }
+    detail
 }
 
 fn function_spec(func: &str, node: &NodeInfo) -> String {
@@ -295,14 +321,12 @@ fn run_in(scenario: &Scenario, plan: &FaultPlan, workdir: &Path, opts: &RunOptio
         };
         patterns.push(glob);
     }
-    let shared = Arc::new(Shared {
-        plan: plan.clone(),
+    let shared = Arc::new(Shared::new(
+        plan.clone(),
         patterns,
-        state: injector.state_handle()?,
-        counts: Mutex::new(vec![0; plan.len()]),
-        fired: fired_tx,
-        stop: Default::default(),
-    });
+        injector.state_handle()?,
+        fired_tx,
+    ));
     let notify_syscalls = (0..scenario.nodes.len())
         .map(|i| {
             let nrs = plan
@@ -327,6 +351,7 @@ fn run_in(scenario: &Scenario, plan: &FaultPlan, workdir: &Path, opts: &RunOptio
         kept: opts.keep,
         launched: Vec::new(),
         matched: Vec::new(),
+        failed_after: Vec::new(),
         duration_ms: 0,
         not_started: None,
     };
@@ -511,7 +536,7 @@ impl Run<'_> {
             }
         }
         while let Ok(s) = self.fired_rx.try_recv() {
-            let detail = s.path.clone().unwrap_or_default();
+            let detail = syscall_detail(&s, &self.plan.faults[s.fault].action);
             self.record(s.fault, s.pid, s.tid, s.ts_ns, detail);
         }
     }
@@ -643,6 +668,12 @@ impl Run<'_> {
     /// diagnosis feedback, a developer).
     fn finish_report(&mut self) -> Result<()> {
         self.report.matched = self.shared.counts.lock().map(|c| c.clone()).unwrap_or_default();
+        self.report.failed_after = self
+            .shared
+            .failed_after
+            .lock()
+            .map(|c| c.clone())
+            .unwrap_or_default();
         let trace_dir = self.workdir.join("trace");
         std::fs::create_dir_all(&trace_dir)?;
         self.report.duration_ms = boottime_ns().saturating_sub(self.started_boot_ns) / 1_000_000;

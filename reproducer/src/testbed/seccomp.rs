@@ -387,6 +387,22 @@ impl Listener {
         })
     }
 
+    /// Answers the syscall without running it: it returns `val` (>= 0), as if it had done so.
+    pub fn succeed(&self, id: u64, val: i64) -> io::Result<()> {
+        if val < 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("return value {val} is an error"),
+            ));
+        }
+        self.respond(libc::seccomp_notif_resp {
+            id,
+            val,
+            error: 0,
+            flags: 0,
+        })
+    }
+
     /// Whether the notification is still pending (SECCOMP_IOCTL_NOTIF_ID_VALID): call it after
     /// reading target memory, so the data read belongs to the call still waiting.
     pub fn is_valid(&self, id: u64) -> bool {
@@ -449,6 +465,51 @@ pub fn read_string(tid: u32, addr: u64, max: usize) -> io::Result<Vec<u8>> {
             .ok_or_else(|| io::Error::from_raw_os_error(libc::EFAULT))?;
     }
     Err(io::Error::from_raw_os_error(libc::ENAMETOOLONG))
+}
+
+/// A duplicate of fd `fd` of process `pid` (a thread-group leader) in this process
+/// (pidfd_open + pidfd_getfd, Linux 5.6): the same open file, so the same file offset.
+fn steal_fd(pid: u32, fd: i32) -> io::Result<OwnedFd> {
+    // SAFETY: plain syscalls; each returned fd is owned exactly once below.
+    unsafe {
+        let pidfd = libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0);
+        if pidfd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let pidfd = OwnedFd::from_raw_fd(pidfd as RawFd);
+        let dup = libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), fd, 0);
+        if dup < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(OwnedFd::from_raw_fd(dup as RawFd))
+    }
+}
+
+/// Does the first `bytes` of a notified `write(fd, buf, count)` or `pwrite64(fd, buf, count,
+/// offset)` (count > bytes) for the caller — its own open file, its own buffer — and
+/// returns how many bytes were written (fewer when the file itself refuses more). The
+/// caller is then answered with that count: a short write. `tgid` is the caller's process.
+pub fn write_part(n: &Notification, tgid: u32, bytes: usize) -> io::Result<usize> {
+    let file = steal_fd(tgid, n.args[0] as i32)?;
+    let mut data = vec![0u8; bytes];
+    let mut got = 0;
+    while got < bytes {
+        let r = read_remote(n.tid, n.args[1] + got as u64, &mut data[got..])?;
+        if r == 0 {
+            return Err(io::Error::from_raw_os_error(libc::EFAULT));
+        }
+        got += r;
+    }
+    let fd = file.as_raw_fd();
+    // SAFETY: `data` is a live buffer of `bytes` bytes; `fd` is ours until `file` drops.
+    let written = match n.nr as libc::c_long {
+        libc::SYS_write => retry_eintr(|| unsafe { libc::write(fd, data.as_ptr().cast(), bytes) })?,
+        libc::SYS_pwrite64 => retry_eintr(|| unsafe {
+            libc::pwrite(fd, data.as_ptr().cast(), bytes, n.args[3] as libc::off_t)
+        })?,
+        _ => return Err(io::Error::from_raw_os_error(libc::ENOSYS)),
+    };
+    Ok(written as usize)
 }
 
 /// The path an fd of process `pid` refers to (readlink /proc/PID/fd/FD); None if either is gone.
