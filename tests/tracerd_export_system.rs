@@ -586,9 +586,10 @@ fn export_merges_dumps_of_two_hosts_on_the_wall_clock_and_writes_each_event_once
         "each failure once, in the order they happened across both hosts"
     );
     for (ts, p) in &on_timeline {
-        assert_eq!(
-            *ts, when[p][0],
-            "{p} at its wall-clock time, as the first dump holding it says"
+        assert!(
+            when[p].contains(ts),
+            "{p} at its wall-clock time as a dump holding it says: {ts} not in {:?}",
+            when[p]
         );
     }
     let dumps_on = |host: &str| {
