@@ -25,7 +25,7 @@ use prost::Message;
 
 use crate::atomic;
 use crate::dump::DumpMeta;
-use crate::event::{Event, FunctionHit, NetworkGap, ProcessChange, State, SyscallFailure, What};
+use crate::event::{Event, FunctionHit, NetworkGap, ProcessChange, ShortIo, State, SyscallFailure, What};
 use crate::merge::{Merged, MergedEvent};
 use crate::syscalls::signal_name;
 use proto::{
@@ -301,6 +301,10 @@ impl Builder {
                 let track = self.thread_track(process, e);
                 self.instant(syscall_mark(track, m.at_ns, s), same_ns);
             }
+            What::ShortIo(io) => {
+                let track = self.thread_track(process, e);
+                self.instant(short_io_mark(track, m.at_ns, io), same_ns);
+            }
             What::Function(f) => {
                 let track = self.thread_track(process, e);
                 self.instant(function_mark(track, m.at_ns, f), same_ns);
@@ -435,6 +439,26 @@ fn syscall_mark(track: u64, at_ns: u64, s: &SyscallFailure) -> Mark {
         end_ns: None,
         name: format!("{} {result}", s.syscall),
         category: "syscall_failure",
+        args,
+    }
+}
+
+fn short_io_mark(track: u64, at_ns: u64, io: &ShortIo) -> Mark {
+    let mut args = vec![
+        arg("syscall", Value::Str(io.syscall.clone())),
+        arg("fd", Value::Int(io.fd as i64)),
+        arg("requested", Value::Int(io.requested as i64)),
+        arg("done", Value::Int(io.done as i64)),
+    ];
+    if let Some(path) = &io.path {
+        args.push(arg("path", Value::Str(path.clone())));
+    }
+    Mark {
+        track,
+        at_ns,
+        end_ns: None,
+        name: format!("{} short {} of {}", io.syscall, io.done, io.requested),
+        category: "short_io",
         args,
     }
 }
