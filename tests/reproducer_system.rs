@@ -539,7 +539,13 @@ fn profile_counts_benign_failures_and_finds_infrequent_functions() {
     std::fs::create_dir(&tmp).unwrap();
     let out_path = dir.path().join("profile.json");
     let out = Command::new(reproducer_bin())
-        .args(["profile", "--scenario", sc.to_str().unwrap(), "--out", out_path.to_str().unwrap()])
+        .args([
+            "profile",
+            "--scenario",
+            sc.to_str().unwrap(),
+            "--out",
+            out_path.to_str().unwrap(),
+        ])
         .env("TMPDIR", &tmp)
         .output()
         .expect("running reproducer");
