@@ -638,11 +638,12 @@ static __always_inline void count_syscall(long nr)
 		count(TRACERD_CNT_SYSCALL_COUNTS_FULL);
 }
 
-SEC("tp_btf/sys_exit")
-int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
+/* The end of syscall `nr` with result `ret`: keep the fd table and the cwd current after
+ * successful calls, record failures. Shared by the sys_exit tracepoint (every syscall) and
+ * the fexit programs (one per hooked syscall, where `nr` is a constant and the compiler
+ * drops the branches of other syscalls). */
+static __always_inline int syscall_exit(struct pt_regs *regs, long nr, long ret)
 {
-	long nr = regs->orig_ax;
-
 	if (count_syscalls)
 		count_syscall(nr);
 	if (ret >= 0) {
@@ -660,6 +661,24 @@ int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
 		return 0;
 	return record_failure(regs, nr, ret);
 }
+
+SEC("tp_btf/sys_exit")
+int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
+{
+	return syscall_exit(regs, regs->orig_ax, ret);
+}
+
+/* One fexit program per syscall of fexit_syscalls.h, on its x86_64 entry point, which gets
+ * the caller's registers like the tracepoint does. User space loads either these (when the
+ * kernel allows fexit) or on_sys_exit, never both. */
+#define X(func, nr)                                                              \
+	SEC("fexit/__x64_sys_" #func)                                            \
+	int BPF_PROG(fexit_##func, struct pt_regs *regs, long ret)               \
+	{                                                                        \
+		return syscall_exit(regs, nr, ret);                              \
+	}
+#include "fexit_syscalls.h"
+#undef X
 
 /* A call of function `cookie` (its index in the function table): count it, then record it. */
 static __always_inline int on_function(struct pt_regs *ctx)

@@ -520,11 +520,11 @@ command = {oracle}
     )
 }
 
-fn profile_scratch_dirs() -> Vec<PathBuf> {
-    std::fs::read_dir(std::env::temp_dir())
+/// What is left in `tmp` (the TMPDIR a reproducer ran with).
+fn leftovers(tmp: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(tmp)
         .unwrap()
         .filter_map(|e| e.ok())
-        .filter(|e| e.file_name().to_string_lossy().starts_with("reproducer-profile-"))
         .map(|e| e.path())
         .collect()
 }
@@ -533,16 +533,22 @@ fn profile_scratch_dirs() -> Vec<PathBuf> {
 fn profile_counts_benign_failures_and_finds_infrequent_functions() {
     require_root();
     let links = link_count();
-    let scratch = profile_scratch_dirs();
     let (dir, sc, _) = files(&profile_scenario(r#"["false"]"#), "");
+    // its own TMPDIR: the check below must not see other programs' scratch directories
+    let tmp = dir.path().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
     let out_path = dir.path().join("profile.json");
-    let out = reproducer(&[
-        "profile",
-        "--scenario",
-        sc.to_str().unwrap(),
-        "--out",
-        out_path.to_str().unwrap(),
-    ]);
+    let out = Command::new(reproducer_bin())
+        .args([
+            "profile",
+            "--scenario",
+            sc.to_str().unwrap(),
+            "--out",
+            out_path.to_str().unwrap(),
+        ])
+        .env("TMPDIR", &tmp)
+        .output()
+        .expect("running reproducer");
     let t = text(&out);
     assert!(out.status.success(), "{t}");
     let list_path = dir.path().join("profile.functions");
@@ -553,8 +559,8 @@ fn profile_counts_benign_failures_and_finds_infrequent_functions() {
     assert!(t.contains("profile: 3 runs"), "{t}");
     assert_clean(links);
     assert_eq!(
-        profile_scratch_dirs(),
-        scratch,
+        leftovers(&tmp),
+        Vec::<PathBuf>::new(),
         "the runs' scratch directory is removed"
     );
 

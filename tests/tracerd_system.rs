@@ -398,6 +398,91 @@ fn kernel_probes_choose_the_paths_before_loading() {
     );
     let printed = run_ok(Command::new(tracerd_bin()).arg("kernel"));
     assert_eq!(printed.trim(), tracerd::kernel::summary());
+    // scripts/test-kernels says which kernels must take the fexit path (Debian 12's)
+    if let Ok(expected) = std::env::var("TRACERD_EXPECT_FEXIT") {
+        assert_eq!(
+            tracerd::kernel::fexit_programs(),
+            expected == "1",
+            "fexit programs on {release}"
+        );
+    }
+    let hook = if tracerd::kernel::fexit_programs() {
+        "failed syscalls caught by fexit programs on"
+    } else {
+        "failed syscalls caught by the sys_exit tracepoint"
+    };
+    assert!(
+        log.contains(hook),
+        "the daemon says how it catches failures: {log}"
+    );
+}
+
+/// (syscall, errno, path) of the failed syscalls of `pid` in a dump.
+fn failures_of(dump: &Path, pid: u32) -> BTreeSet<(String, String, String)> {
+    inspect_json(dump)
+        .iter()
+        .filter(|e| e["kind"] == "syscall_failure" && e["pid"] == pid)
+        .map(|e| {
+            let text = |k: &str| e[k].as_str().unwrap_or("").to_string();
+            (text("syscall"), text("errno"), text("path"))
+        })
+        .collect()
+}
+
+#[test]
+fn failed_syscalls_are_the_same_on_either_hook() {
+    require_root();
+    let prog = eventgen_as("eg_hooks");
+    let dir = tempfile::tempdir().unwrap();
+    let forced = dir.path().join("tracepoint.toml");
+    std::fs::write(&forced, "syscall_hook = \"tracepoint\"\n").unwrap();
+    let missing = dir.path().join("no-such-dir/file");
+    let readonly = dir.path().join("readonly.txt");
+    std::fs::write(&readonly, "x").unwrap();
+    let mut seen = Vec::new();
+    for config in [None, Some(&forced)] {
+        let mut args = vec!["--target-comm", "eg_hooks"];
+        if let Some(c) = config {
+            args.extend(["--config", c.to_str().unwrap()]);
+        }
+        let d = Daemon::start(&args);
+        let log = d.log_text();
+        let fexit = log.contains("caught by fexit programs");
+        assert_eq!(
+            fexit,
+            config.is_none() && tracerd::kernel::fexit_programs(),
+            "{log}"
+        );
+        let pids = [
+            run_prog(&prog, &["fail-path", missing.to_str().unwrap()]),
+            run_prog(&prog, &["fail-fd", readonly.to_str().unwrap()]),
+            // a sleep with a bad time: EINVAL of a syscall the fexit set leaves out
+            run_prog(&prog, &["bad-sleep", "1"]),
+        ];
+        let dump = d.dump();
+        seen.push((fexit, pids.map(|p| failures_of(&dump, p))));
+    }
+    for (fexit, [path, fd, sleep]) in &seen {
+        let hook = if *fexit { "fexit" } else { "tracepoint" };
+        let path_failure = (
+            "openat".to_string(),
+            "ENOENT".to_string(),
+            dir.path().join("no-such-dir/file").display().to_string(),
+        );
+        assert!(path.contains(&path_failure), "{hook}: {path:?}");
+        let fd_failure = (
+            "write".to_string(),
+            "EBADF".to_string(),
+            readonly.display().to_string(),
+        );
+        assert!(fd.contains(&fd_failure), "{hook}: {fd:?}");
+        let sleep_failure = ("clock_nanosleep".to_string(), "EINVAL".to_string(), String::new());
+        // waits and sleeps are not in the fexit set (bpf/fexit_syscalls.h)
+        assert_eq!(sleep.contains(&sleep_failure), !fexit, "{hook}: {sleep:?}");
+    }
+    // the same program start (loader probes included) is seen the same way by both hooks
+    let (a, b) = (&seen[0].1[0], &seen[1].1[0]);
+    assert_eq!(a, b, "fail-path failures differ between the hooks");
 }
 
 #[test]

@@ -136,7 +136,8 @@ impl Daemon {
             }
         });
         let d = Daemon { child, dir, log };
-        d.wait_for_log("ready", Duration::from_secs(30));
+        // loading 130 fexit programs takes ~20 s in an emulated guest of the kernel matrix
+        d.wait_for_log("ready", Duration::from_secs(120));
         d
     }
 

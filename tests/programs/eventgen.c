@@ -181,6 +181,11 @@ int main(int argc, char **argv)
 			close(-1);
 		return 0;
 	}
+	if (!strcmp(mode, "bad-sleep")) {
+		/* a nanosecond count over a second: EINVAL */
+		struct timespec bad = { .tv_sec = 0, .tv_nsec = 2000000000L };
+		return clock_nanosleep(CLOCK_MONOTONIC, 0, &bad, NULL) == EINVAL ? 0 : 1;
+	}
 	if (!strcmp(mode, "sleep")) {
 		sleep_ms(atol(argv[2]));
 		return 0;

@@ -2,11 +2,13 @@
  * syscall_bench MODE N [stop]: N back-to-back syscalls, prints the mean ns per call.
  *   ok   - getppid(), a cheap call that succeeds
  *   fail - close(-1), a cheap call that fails with EBADF
+ *   read - read() of one byte from /dev/zero, a call that succeeds
  *   stop - stops itself first (SIGSTOP), so that a tracer that targets a pid can
  *          attach before the timed loop; continue it with SIGCONT
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <fcntl.h>
 #include <string.h>
 #include <signal.h>
 #include <sys/syscall.h>
@@ -26,12 +28,17 @@ int main(int argc, char **argv)
 		return 2;
 	long n = atol(argv[2]);
 	int fail = !strcmp(argv[1], "fail");
+	int rd = !strcmp(argv[1], "read");
+	int zero = open("/dev/zero", O_RDONLY);
+	char byte;
 	if (argc > 3 && !strcmp(argv[3], "stop"))
 		raise(SIGSTOP);
 	double t0 = now_ns();
 	for (long i = 0; i < n; i++) {
 		if (fail)
 			syscall(SYS_close, -1);
+		else if (rd)
+			syscall(SYS_read, zero, &byte, 1);
 		else
 			syscall(SYS_getppid);
 	}

@@ -275,4 +275,32 @@ mod tests {
         }
         assert_eq!(syscall_arg_table().len(), ARG_TABLE.len());
     }
+
+    /// bpf/fexit_syscalls.h pairs each entry point with the syscall number the fexit program
+    /// reports: a wrong number would record a failure under another syscall's name.
+    #[test]
+    fn every_fexit_entry_point_serves_the_syscall_number_it_names() {
+        // the kernel functions that kept an older name than the syscall table's
+        let renamed = [
+            ("newstat", "stat"),
+            ("newlstat", "lstat"),
+            ("newfstat", "fstat"),
+            ("sendfile64", "sendfile"),
+            ("umount", "umount2"),
+        ];
+        let header = include_str!("../../bpf/fexit_syscalls.h");
+        let mut count = 0;
+        for line in header.lines().filter(|l| l.starts_with("X(")) {
+            let inner = line.trim_start_matches("X(").trim_end_matches(')');
+            let (function, nr) = inner.split_once(", ").expect("X(FUNCTION, NR)");
+            let nr: u32 = nr.parse().expect("a syscall number");
+            let name = renamed
+                .iter()
+                .find(|(f, _)| *f == function)
+                .map_or(function, |(_, n)| *n);
+            assert_eq!(syscall_name(nr), name, "X({function}, {nr})");
+            count += 1;
+        }
+        assert!(count > 100, "only {count} entry points read from the header");
+    }
 }

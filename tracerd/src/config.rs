@@ -48,6 +48,11 @@ pub struct Config {
     /// Count every syscall of the targets per (process, syscall) into the dump's
     /// `syscall_counts` (for profiles; costs a map update per syscall).
     pub count_syscalls: bool,
+    /// How failed syscalls are caught: `auto` uses fexit programs on the syscall entry points
+    /// of bpf/fexit_syscalls.h where the kernel allows them (no cost for other syscalls),
+    /// else the sys_exit tracepoint; `tracepoint` always uses the tracepoint (every syscall).
+    /// Counting syscalls (`count_syscalls`) always uses the tracepoint.
+    pub syscall_hook: SyscallHook,
     /// (process, syscall) pairs counted at most when `count_syscalls` is on.
     pub syscall_count_entries: u32,
     /// Record a function event per uprobe hit. Off: calls are only counted (the dump's
@@ -95,6 +100,7 @@ impl Default for Config {
             connections: 65536,
             processes: 16384,
             count_syscalls: false,
+            syscall_hook: SyscallHook::Auto,
             syscall_count_entries: 16384,
             function_events: true,
             metrics_textfile: None,
@@ -106,6 +112,15 @@ impl Default for Config {
             dump_every_connection: false,
         }
     }
+}
+
+/// See `Config::syscall_hook`.
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum SyscallHook {
+    #[default]
+    Auto,
+    Tracepoint,
 }
 
 /// A configuration mistake, phrased for the operator.

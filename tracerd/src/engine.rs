@@ -8,6 +8,10 @@
 //! the kernel refuses is split in halves until the parts are accepted; names that do not
 //! resolve to one offset, and single functions no multi link took, get a link of their
 //! own. The calls of every function are counted in the kernel either way.
+//!
+//! Failed syscalls are caught by fexit programs on the entry points of
+//! bpf/fexit_syscalls.h where the kernel loads them (chosen before loading), so syscalls of
+//! other processes, and other syscalls, pay nothing; else by the sys_exit tracepoint.
 use std::collections::{BTreeMap, HashMap};
 use std::mem::MaybeUninit;
 use std::ops::ControlFlow;
@@ -26,8 +30,8 @@ use tracedump::syscalls::{syscall_arg_table, syscall_name};
 use crate::bpf::types::{
     tracerd_conn, tracerd_counter, tracerd_open_file, tracerd_pause, tracerd_syscall_key,
 };
-use crate::bpf::{TracerSkel, TracerSkelBuilder};
-use crate::config::{Config, FunctionSpec};
+use crate::bpf::{OpenTracerSkel, TracerSkel, TracerSkelBuilder};
+use crate::config::{Config, FunctionSpec, SyscallHook};
 use crate::kernel;
 use crate::mapdump::for_each_entry;
 use crate::procs::{exe_key, scan_targets};
@@ -46,6 +50,8 @@ pub struct Engine {
     initial_processes: Vec<ProcInfo>,
     /// how often the watched connections' receive counters are read (see `look_at_connections`)
     look_every: Duration,
+    /// how failed syscalls are caught, in words (for the log)
+    syscall_hook: String,
 }
 
 fn check_host() -> Result<()> {
@@ -90,8 +96,13 @@ impl Engine {
         kernel::route_libbpf_logs();
         let uprobe_multi = kernel::uprobe_multi_links();
         let mut sections = Vec::new();
-        let mut skel =
-            OwnedSkel::new(|storage| Self::load(storage, config, &functions, uprobe_multi, &mut sections))?;
+        let mut syscall_hook = String::new();
+        let mut skel = OwnedSkel::new(|storage| {
+            let mut open = Self::open(storage, config, &functions, uprobe_multi)?;
+            syscall_hook = choose_syscall_hook(&mut open, config);
+            sections = kernel::sections(open.open_object());
+            kernel::diagnose("loading the BPF programs", &sections, || open.load())
+        })?;
         fill_static_maps(&skel, config)?;
         kernel::diagnose("attaching the BPF programs", &sections, || skel.attach())?;
         // Seed after attaching, so that a fork between the scan and the attach is not missed.
@@ -114,22 +125,22 @@ impl Engine {
             unattached: Vec::new(),
             initial_processes,
             look_every: look_period(config.gap_ms),
+            syscall_hook,
         };
         engine.look_at_connections()?;
         engine.attach_uprobes(config.tolerate_unattachable_functions)?;
         log::info!("{}", kernel::summary());
+        log::info!("failed syscalls caught by {}", engine.syscall_hook);
         Ok(engine)
     }
 
-    /// Opens the BPF object in `storage`, sizes and configures it for `config`, and loads it;
-    /// `sections` gets the programs' sections, for naming a program the kernel refuses later.
-    fn load(
+    /// Opens the BPF object in `storage` and sizes and configures it for `config`.
+    fn open(
         storage: &'static mut MaybeUninit<OpenObject>,
         config: &Config,
         functions: &[FunctionSpec],
         uprobe_multi: bool,
-        sections: &mut Vec<(String, String)>,
-    ) -> Result<TracerSkel<'static>> {
+    ) -> Result<OpenTracerSkel<'static>> {
         let mut open = TracerSkelBuilder::default()
             .open(storage)
             .context("opening the BPF object")?;
@@ -166,8 +177,7 @@ impl Engine {
         if functions.is_empty() || !uprobe_multi {
             open.progs.function_hit_multi.set_autoload(false);
         }
-        *sections = kernel::sections(open.open_object());
-        kernel::diagnose("loading the BPF programs", sections, || open.load())
+        Ok(open)
     }
 
     /// Attaches every function: one multi link per binary, else (or when that fails) one
@@ -491,6 +501,38 @@ impl Engine {
         })?;
         Ok(out)
     }
+}
+
+/// Leaves to be loaded either the fexit programs whose entry points this kernel has (when
+/// `config` and the kernel allow fexit) or the sys_exit tracepoint program; says which.
+fn choose_syscall_hook(open: &mut OpenTracerSkel<'static>, config: &Config) -> String {
+    let btf =
+        (config.syscall_hook == SyscallHook::Auto && !config.count_syscalls && kernel::fexit_programs())
+            .then(kernel::VmlinuxBtf::load)
+            .flatten();
+    let (mut hooked, mut missing) = (0, Vec::new());
+    for mut prog in open.open_object_mut().progs_mut() {
+        let section = prog.section().to_string_lossy().into_owned();
+        let Some(function) = section.strip_prefix("fexit/") else {
+            continue;
+        };
+        let present = btf.as_ref().is_some_and(|b| b.function(function).is_some());
+        prog.set_autoload(present);
+        if present {
+            hooked += 1;
+        } else if btf.is_some() {
+            missing.push(function.to_string());
+        }
+    }
+    if hooked == 0 {
+        return "the sys_exit tracepoint (every syscall)".into();
+    }
+    open.progs.on_sys_exit.set_autoload(false);
+    let mut words = format!("fexit programs on {hooked} syscall entry points");
+    if !missing.is_empty() {
+        words += &format!(" (not in this kernel: {})", missing.join(", "));
+    }
+    words
 }
 
 /// The period of `look_at_connections`: a tenth of the gap threshold, between 10 and 100 ms.

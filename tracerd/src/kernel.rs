@@ -71,6 +71,91 @@ fn probe_uprobe_multi_links() -> bool {
     supported
 }
 
+/// fexit programs on syscall entry points: loaded and attached (Debian 12's 6.1 and 6.12 do;
+/// this machine's 6.18 refuses them at load). Probed with a two-instruction fexit program on
+/// close's entry point, linked and closed again.
+pub fn fexit_programs() -> bool {
+    static PROBED: OnceLock<bool> = OnceLock::new();
+    *PROBED.get_or_init(probe_fexit)
+}
+
+fn probe_fexit() -> bool {
+    let Some(btf_id) = VmlinuxBtf::load().and_then(|btf| btf.function("__x64_sys_close")) else {
+        log::debug!("fexit probe: no BTF for __x64_sys_close");
+        return false;
+    };
+    // r0 = 0; exit
+    let insns: [u64; 2] = [0xb7, 0x95];
+    let mut load_opts = libbpf_sys::bpf_prog_load_opts {
+        sz: std::mem::size_of::<libbpf_sys::bpf_prog_load_opts>() as _,
+        expected_attach_type: libbpf_sys::BPF_TRACE_FEXIT,
+        attach_btf_id: btf_id,
+        ..Default::default()
+    };
+    // SAFETY: valid instructions, a NUL-terminated license and options of the declared size.
+    let prog = unsafe {
+        libbpf_sys::bpf_prog_load(
+            libbpf_sys::BPF_PROG_TYPE_TRACING,
+            std::ptr::null(),
+            c"GPL".as_ptr(),
+            insns.as_ptr().cast(),
+            insns.len() as _,
+            &mut load_opts,
+        )
+    };
+    if prog < 0 {
+        log::debug!("fexit probe: not loaded ({})", std::io::Error::last_os_error());
+        return false;
+    }
+    // SAFETY: prog is our fd; a NULL name is how tracing programs are attached.
+    let link = unsafe { libbpf_sys::bpf_raw_tracepoint_open(std::ptr::null(), prog) };
+    let err = std::io::Error::last_os_error();
+    // SAFETY: closing fds this function opened.
+    unsafe {
+        if link >= 0 {
+            libc::close(link);
+        }
+        libc::close(prog);
+    }
+    log::debug!(
+        "fexit probe: {}",
+        if link >= 0 {
+            "attached".to_string()
+        } else {
+            format!("not attached ({err})")
+        }
+    );
+    link >= 0
+}
+
+/// The kernel's own BTF, for looking up the functions fexit programs attach to.
+pub struct VmlinuxBtf(*mut libbpf_sys::btf);
+
+impl VmlinuxBtf {
+    pub fn load() -> Option<VmlinuxBtf> {
+        // SAFETY: no arguments; a null or error pointer is checked below.
+        let btf = unsafe { libbpf_sys::btf__load_vmlinux_btf() };
+        // libbpf 1.x returns NULL (errno set) when the kernel has no BTF
+        (!btf.is_null()).then_some(VmlinuxBtf(btf))
+    }
+
+    /// The BTF id of kernel function `name`, if the kernel has it.
+    pub fn function(&self, name: &str) -> Option<u32> {
+        let name = std::ffi::CString::new(name).ok()?;
+        // SAFETY: self.0 is a live BTF object; name is NUL-terminated.
+        let id =
+            unsafe { libbpf_sys::btf__find_by_name_kind(self.0, name.as_ptr(), libbpf_sys::BTF_KIND_FUNC) };
+        u32::try_from(id).ok().filter(|&id| id > 0)
+    }
+}
+
+impl Drop for VmlinuxBtf {
+    fn drop(&mut self) {
+        // SAFETY: loaded by btf__load_vmlinux_btf, freed once.
+        unsafe { libbpf_sys::btf__free(self.0) }
+    }
+}
+
 /// The paths chosen on this kernel, for the log and `tracerd kernel`.
 pub fn summary() -> String {
     let uprobes = if uprobe_multi_links() {
@@ -78,8 +163,13 @@ pub fn summary() -> String {
     } else {
         "single uprobes (no uprobe-multi links before Linux 6.6)"
     };
+    let failures = if fexit_programs() {
+        "fexit on syscall entry points"
+    } else {
+        "sys_exit tracepoint"
+    };
     format!(
-        "kernel {}: function probes: {uprobes}; process end: sched_process_exit + signal->live",
+        "kernel {}: failed syscalls: {failures}; function probes: {uprobes}; process end: sched_process_exit + signal->live",
         release()
     )
 }

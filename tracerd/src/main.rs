@@ -268,6 +268,8 @@ fn main_inner(cli: Cli) -> Result<()> {
             output,
         } => export(format, &dumps, &output),
         Command::Kernel => {
+            // RUST_LOG=debug shows what each probe saw
+            env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
             if !nix::unistd::geteuid().is_root() {
                 anyhow::bail!("probing the kernel loads a BPF program: run as root");
             }

@@ -176,6 +176,8 @@ fn trace_config(plan: &FaultPlan, infos: &[NodeInfo], opts: &RunOptions) -> trac
         kernel_buffer_bytes: 4 << 20,
         uprobe: functions.into_iter().collect(),
         count_syscalls: opts.profiling,
+        // a run's trace is compared with production: every failure counts, whatever it costs
+        syscall_hook: tracerd::config::SyscallHook::Tracepoint,
         function_events: !opts.profiling,
         tolerate_unattachable_functions: opts.profiling,
         dump_every_connection: opts.profiling,
