@@ -5,7 +5,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Result};
 use tracedump::dump::{Dump, Interface};
-use tracedump::event::{Event, What};
+use tracedump::event::Event;
+use tracedump::record::Payload;
 
 use super::nodemap::NodeMap;
 use crate::model::scenario::Scenario;
@@ -52,7 +53,10 @@ impl Timeline {
             let dump = Dump::read(path)?;
             t.add(i, path, &dump, scenario)?;
         }
-        t.events.sort_by_key(|e| e.at_ns);
+        // by wall-clock time; events at the same time in dump order, then each dump's own
+        // time order (the clock pair maps boot time to wall time monotonically), then as
+        // recorded
+        t.events.sort_by_key(|e| (e.at_ns, e.dump, e.event.ts_ns));
         Ok(t)
     }
 
@@ -89,34 +93,67 @@ impl Timeline {
                 );
             }
         }
-        let events = dump.events();
-        for e in &events {
-            let What::Function(hit) = &e.what else { continue };
-            if let Some(spec) = hit.spec() {
-                let node = map.node(e.pid);
-                if !self.functions.iter().any(|(n, s)| *n == node && *s == spec) {
-                    self.functions.push((node, spec));
-                }
-            }
-        }
+        self.add_functions(dump, &map, scenario.map_or(0, |s| s.nodes.len()));
         let lost = meta.counters.lost_events();
         self.dumps.push(DumpInfo {
             path: path.to_path_buf(),
             host: meta.host.clone(),
-            events: events.len(),
+            events: dump.records.len(),
             mapped_processes: mapped,
             processes: meta.processes.len(),
             interfaces: meta.interfaces.clone(),
             taken_ns: meta.clock.realtime_ns,
             lost_events: lost,
         });
-        self.events.extend(events.into_iter().map(|event| TimedEvent {
+        self.events.reserve(dump.records.len());
+        self.events.extend(dump.resolved().map(|event| TimedEvent {
             at_ns: event.realtime_ns,
             node: map.node(event.pid),
             dump: index,
             event,
         }));
         Ok(())
+    }
+
+    /// Adds the functions a dump's hits name, with their node, in the order of their first
+    /// hit (by time, then as recorded). One look per hit at a table indexed by node and
+    /// function id, not a comparison of names.
+    fn add_functions(&mut self, dump: &Dump, map: &NodeMap, nodes: usize) {
+        let functions = &dump.meta.functions;
+        // the first hit (time, record) of each function id per node; row `nodes` is no node's
+        let mut first: Vec<Option<(u64, usize)>> = vec![None; (nodes + 1) * functions.len()];
+        for (i, r) in dump.records.iter().enumerate() {
+            let Payload::Function { function_id } = r.payload else {
+                continue;
+            };
+            let Some(id) = usize::try_from(function_id)
+                .ok()
+                .filter(|&id| id < functions.len())
+            else {
+                continue;
+            };
+            let row = map.node(r.pid).filter(|&n| n < nodes).unwrap_or(nodes);
+            let slot = &mut first[row * functions.len() + id];
+            if slot.is_none_or(|seen| (r.ts_ns, i) < seen) {
+                *slot = Some((r.ts_ns, i));
+            }
+        }
+        let mut found: Vec<((u64, usize), Option<usize>, usize)> = first
+            .iter()
+            .enumerate()
+            .filter_map(|(k, at)| {
+                let (row, id) = (k / functions.len(), k % functions.len());
+                Some(((*at)?, (row < nodes).then_some(row), id))
+            })
+            .collect();
+        found.sort_unstable();
+        for (_, node, id) in found {
+            let f = &functions[id];
+            let spec = format!("{}:{}", f.binary.display(), f.symbol);
+            if !self.functions.iter().any(|(n, s)| *n == node && *s == spec) {
+                self.functions.push((node, spec));
+            }
+        }
     }
 
     pub fn start_ns(&self) -> u64 {
