@@ -429,11 +429,12 @@ fn decode_events(payload: &[u8]) -> Result<Vec<Record>> {
     if size != RECORD_SIZE || payload.len() != 12 + count.saturating_mul(size) {
         bail!("corrupt events section (record size {size}, count {count})");
     }
-    payload[12..]
-        .chunks_exact(size)
-        .enumerate()
-        .map(|(i, b)| decode_record(b).with_context(|| format!("corrupt event record {i}")))
-        .collect()
+    // `count` is known to fit in the payload at hand, so it is safe to allocate for
+    let mut records = Vec::with_capacity(count);
+    for (i, b) in payload[12..].chunks_exact(size).enumerate() {
+        records.push(decode_record(b).with_context(|| format!("corrupt event record {i}"))?);
+    }
+    Ok(records)
 }
 
 struct Resolver<'a> {
@@ -445,6 +446,7 @@ struct Resolver<'a> {
     host: Arc<str>,
     /// each process name once, shared by its events
     comms: HashMap<[u8; 16], Arc<str>>,
+    last_comm: Option<([u8; 16], Arc<str>)>,
 }
 
 impl<'a> Resolver<'a> {
@@ -469,6 +471,7 @@ impl<'a> Resolver<'a> {
             binaries,
             host: dump.meta.host.as_str().into(),
             comms: HashMap::new(),
+            last_comm: None,
         }
     }
 
@@ -517,10 +520,17 @@ impl<'a> Resolver<'a> {
     }
 
     fn comm(&mut self, comm: &[u8; 16]) -> Arc<str> {
+        // a process's events come in runs: most events name the process the last one named
+        if let Some((bytes, name)) = &self.last_comm {
+            if bytes == comm {
+                return Arc::clone(name);
+            }
+        }
         let name = self.comms.entry(*comm).or_insert_with(|| {
             let end = comm.iter().position(|&b| b == 0).unwrap_or(16);
             String::from_utf8_lossy(&comm[..end]).into()
         });
+        self.last_comm = Some((*comm, Arc::clone(name)));
         Arc::clone(name)
     }
 
