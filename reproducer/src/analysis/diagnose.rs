@@ -16,6 +16,7 @@ use tracedump::event::{State, What};
 use tracedump::syscalls::signal_name;
 
 use super::contexts::{self, ContextQuery};
+use super::nodemap::PeerMap;
 use super::profile::normalize_path;
 use super::timeline::{TimedEvent, Timeline};
 use crate::model::scenario::Scenario;
@@ -258,6 +259,8 @@ struct Builder<'a> {
     notes: Vec<String>,
     /// the nodes each signal sender's events belong to, found when a death needs them
     nodes_of_pid: HashMap<u32, Vec<usize>>,
+    /// the nodes of production's addresses
+    peers: PeerMap,
 }
 
 impl Builder<'_> {
@@ -376,7 +379,7 @@ impl Builder<'_> {
     }
 
     fn node_of_address(&self, addr: SocketAddr) -> Option<usize> {
-        self.scenario?.node_at(addr.ip())
+        self.peers.node(self.scenario?, addr)
     }
 
     fn name(&self, node: usize) -> String {
@@ -813,6 +816,34 @@ fn failure_groups(events: &[TimedEvent], scenario: bool) -> Vec<FailureGroup<'_>
     groups
 }
 
+/// Production's addresses of the nodes: each connection's local end is its process's node's,
+/// and so are the addresses of a host whose dump holds one node only.
+fn peer_map(t: &Timeline, scenario: &Scenario) -> PeerMap {
+    let owned = t.events.iter().filter_map(|e| match (&e.event.what, e.node) {
+        (What::NetworkGap(g), Some(n)) => Some((g.local?, n)),
+        _ => None,
+    });
+    let mut nodes_of_dump: Vec<Vec<usize>> = vec![Vec::new(); t.dumps.len()];
+    for e in &t.events {
+        if let (Some(n), Some(nodes)) = (e.node, nodes_of_dump.get_mut(e.dump)) {
+            if !nodes.contains(&n) {
+                nodes.push(n);
+            }
+        }
+    }
+    let hosts = t.dumps.iter().zip(&nodes_of_dump).flat_map(|(d, nodes)| {
+        let node = match nodes.as_slice() {
+            [one] => Some(*one),
+            _ => None,
+        };
+        d.interfaces
+            .iter()
+            .flat_map(|i| &i.addresses)
+            .filter_map(move |a| Some((a.parse().ok()?, node?)))
+    });
+    PeerMap::new(scenario, owned, hosts)
+}
+
 /// "the crash of leader": how other candidates refer to this one.
 fn label(c: &Candidate) -> String {
     let kind = match c.guess {
@@ -950,6 +981,7 @@ fn diagnose_with(
         symptoms: Vec::new(),
         notes: Vec::new(),
         nodes_of_pid: HashMap::new(),
+        peers: scenario.map(|s| peer_map(t, s)).unwrap_or_default(),
     };
     b.process_states();
     b.gaps();
@@ -1420,6 +1452,61 @@ mod tests {
                 "two connections silent together: {:#?}",
                 d.candidates
             );
+        }
+
+        #[test]
+        fn production_addresses_that_are_not_the_scenario_s_are_mapped_to_nodes() {
+            // the scenario names the test bed (10.9.0.x, nodes listening on 700N); production
+            // ran on 192.168.3.x
+            let text = (1..=3)
+                .map(|i| {
+                    format!("[[nodes]]\nname = \"n{i}\"\ncommand = [\"srv\", \"--port\", \"700{i}\"]\naddress = \"10.9.0.{i}\"\nmatch = \"700{i}\"\n")
+                })
+                .collect::<String>();
+            let s = Scenario::parse(
+                &format!(
+                    "name = \"t\"\n{text}[workload]\ncommand = [\"true\"]\n[oracle]\ncommand = [\"false\"]\n"
+                ),
+                "t",
+            )
+            .unwrap();
+            let t = timeline(vec![
+                // both ends of n1-n2 traced, silent together, traffic resumed
+                gap(
+                    100 * S,
+                    0,
+                    "192.168.3.1:41000",
+                    "192.168.3.2:7002",
+                    5000,
+                    50,
+                    false,
+                ),
+                gap(
+                    100 * S,
+                    1,
+                    "192.168.3.2:7002",
+                    "192.168.3.1:41000",
+                    5000,
+                    50,
+                    false,
+                ),
+                // n1's connection to n3's service on an untraced host, torn down while silent
+                gap(
+                    150 * S,
+                    0,
+                    "192.168.3.1:41001",
+                    "192.168.3.9:7003",
+                    6000,
+                    50,
+                    true,
+                ),
+            ]);
+            let d = diagnose(&t, Some(&s), None);
+            let cut: Vec<(Option<usize>, u64)> = partitions(&d, Verdict::Cause)
+                .iter()
+                .map(|c| (c.node, peer_of(c) as u64))
+                .collect();
+            assert_eq!(cut, [(Some(0), 1), (Some(0), 2)], "{:#?}", d.candidates);
         }
 
         #[test]
