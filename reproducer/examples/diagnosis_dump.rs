@@ -324,7 +324,14 @@ fn alive(n: usize, at: u64) -> bool {
     }
 }
 
-fn generate(events: usize) -> Result<(Vec<Record>, (u64, Vec<u8>), Vec<Signature>)> {
+/// What the dump holds: its records and blob bytes, and the failure signatures they use.
+struct Generated {
+    records: Vec<Record>,
+    blobs: (u64, Vec<u8>),
+    signatures: Vec<Signature>,
+}
+
+fn generate(events: usize) -> Result<Generated> {
     let mut rng = Rng(0x5eed);
     let sigs = signatures(&mut rng);
     let mut w = Writer {
@@ -365,7 +372,11 @@ fn generate(events: usize) -> Result<(Vec<Record>, (u64, Vec<u8>), Vec<Signature
         }
     }
     w.records.sort_by_key(|r| r.ts_ns);
-    Ok((w.records, w.blobs.live_bytes(), sigs))
+    Ok(Generated {
+        blobs: w.blobs.live_bytes(),
+        records: w.records,
+        signatures: sigs,
+    })
 }
 
 const FUNCTIONS: [&str; 48] = [
@@ -576,7 +587,11 @@ fn profile_of(sigs: &[Signature]) -> Profile {
 }
 
 fn run(out: &Path, events: usize) -> Result<()> {
-    let (records, blobs, sigs) = generate(events)?;
+    let Generated {
+        records,
+        blobs,
+        signatures: sigs,
+    } = generate(events)?;
     let contents = DumpContents {
         meta: meta(records.len())?,
         records: records.iter().collect(),

@@ -256,10 +256,9 @@ mod tests {
 
     /// What loading did before it resolved records straight into the timeline: each dump's
     /// sorted events, their functions by name, then one stable sort by time.
-    fn load_as_before(
-        paths: &[PathBuf],
-        s: &Scenario,
-    ) -> (Vec<(u64, usize, Event)>, Vec<(Option<usize>, String)>) {
+    type Loaded = (Vec<(u64, usize, Event)>, Vec<(Option<usize>, String)>);
+
+    fn load_as_before(paths: &[PathBuf], s: &Scenario) -> Loaded {
         let (mut events, mut functions) = (Vec::new(), Vec::new());
         for (i, path) in paths.iter().enumerate() {
             let dump = Dump::read(path).unwrap();
