@@ -11,6 +11,7 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::io::{BufReader, Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
@@ -411,18 +412,19 @@ impl Dump {
 
     /// Every event, resolved and ordered by time.
     pub fn events(&self) -> Vec<Event> {
-        self.events_with_spans().into_iter().map(|(e, _)| e).collect()
+        let mut events: Vec<Event> = self.resolved().collect();
+        events.sort_by_key(|e| e.ts_ns);
+        events
     }
 
     /// Every event, resolved and ordered by time, with how long the gaps and pauses lasted
     /// in ns (the events themselves say it to the millisecond).
     pub fn events_with_spans(&self) -> Vec<(Event, Option<u64>)> {
-        let resolver = Resolver::new(self);
         let mut events: Vec<(Event, Option<u64>)> = self
             .records
             .iter()
-            .map(|r| {
-                let event = resolver.event(r);
+            .zip(self.resolved())
+            .map(|(r, event)| {
                 let span = match (&r.payload, &event.what) {
                     (Payload::NetworkGap { gap_ns, .. }, _) => Some(*gap_ns),
                     (Payload::ProcessState { duration_ns, .. }, What::ProcessState(p))
@@ -438,6 +440,14 @@ impl Dump {
         events.sort_by_key(|(e, _)| e.ts_ns);
         events
     }
+
+    /// Every event, resolved, in the order of the records (not quite time order: a gap or
+    /// a pause is recorded when it ends, stamped when it began). For readers that order
+    /// events themselves and need not hold a sorted copy.
+    pub fn resolved(&self) -> impl Iterator<Item = Event> + '_ {
+        let mut resolver = Resolver::new(self);
+        self.records.iter().map(move |r| resolver.event(r))
+    }
 }
 
 fn decode_events(payload: &[u8]) -> Result<Vec<Record>> {
@@ -449,17 +459,24 @@ fn decode_events(payload: &[u8]) -> Result<Vec<Record>> {
     if size != RECORD_SIZE || payload.len() != 12 + count.saturating_mul(size) {
         bail!("corrupt events section (record size {size}, count {count})");
     }
-    payload[12..]
-        .chunks_exact(size)
-        .enumerate()
-        .map(|(i, b)| decode_record(b).with_context(|| format!("corrupt event record {i}")))
-        .collect()
+    // `count` is known to fit in the payload at hand, so it is safe to allocate for
+    let mut records = Vec::with_capacity(count);
+    for (i, b) in payload[12..].chunks_exact(size).enumerate() {
+        records.push(decode_record(b).with_context(|| format!("corrupt event record {i}"))?);
+    }
+    Ok(records)
 }
 
 struct Resolver<'a> {
     dump: &'a Dump,
     opens: HashMap<u64, &'a OpenFile>,
     cwd: HashMap<u32, &'a str>,
+    /// each function's binary as text, made once: a dump holds many hits of few functions
+    binaries: Vec<String>,
+    host: Arc<str>,
+    /// each process name once, shared by its events
+    comms: HashMap<[u8; 16], Arc<str>>,
+    last_comm: Option<([u8; 16], Arc<str>)>,
 }
 
 impl<'a> Resolver<'a> {
@@ -471,7 +488,21 @@ impl<'a> Resolver<'a> {
             .iter()
             .filter_map(|p| Some((p.pid, p.cwd.as_deref()?)))
             .collect();
-        Resolver { dump, opens, cwd }
+        let binaries = dump
+            .meta
+            .functions
+            .iter()
+            .map(|f| f.binary.display().to_string())
+            .collect();
+        Resolver {
+            dump,
+            opens,
+            cwd,
+            binaries,
+            host: dump.meta.host.as_str().into(),
+            comms: HashMap::new(),
+            last_comm: None,
+        }
     }
 
     fn join(base: &str, rel: &str) -> String {
@@ -518,8 +549,22 @@ impl<'a> Resolver<'a> {
         self.dump.blobs.get(r)
     }
 
-    fn event(&self, r: &Record) -> Event {
-        let end = r.comm.iter().position(|&b| b == 0).unwrap_or(16);
+    fn comm(&mut self, comm: &[u8; 16]) -> Arc<str> {
+        // a process's events come in runs: most events name the process the last one named
+        if let Some((bytes, name)) = &self.last_comm {
+            if bytes == comm {
+                return Arc::clone(name);
+            }
+        }
+        let name = self.comms.entry(*comm).or_insert_with(|| {
+            let end = comm.iter().position(|&b| b == 0).unwrap_or(16);
+            String::from_utf8_lossy(&comm[..end]).into()
+        });
+        self.last_comm = Some((*comm, Arc::clone(name)));
+        Arc::clone(name)
+    }
+
+    fn event(&mut self, r: &Record) -> Event {
         let what = match r.payload {
             Payload::SyscallFailure {
                 nr,
@@ -560,10 +605,10 @@ impl<'a> Resolver<'a> {
                 })
             }
             Payload::Function { function_id } => {
-                let f = self.dump.meta.functions.get(function_id as usize);
+                let id = function_id as usize;
                 What::Function(FunctionHit {
-                    binary: f.map(|f| f.binary.display().to_string()),
-                    function: f.map(|f| f.symbol.clone()),
+                    binary: self.binaries.get(id).cloned(),
+                    function: self.dump.meta.functions.get(id).map(|f| f.symbol.clone()),
                 })
             }
             Payload::NetworkGap {
@@ -618,10 +663,10 @@ impl<'a> Resolver<'a> {
         Event {
             ts_ns: r.ts_ns,
             realtime_ns: self.dump.meta.clock.realtime_of(r.ts_ns),
-            host: self.dump.meta.host.clone(),
+            host: Arc::clone(&self.host),
             pid: r.pid,
             tid: r.tid,
-            comm: String::from_utf8_lossy(&r.comm[..end]).into_owned(),
+            comm: self.comm(&r.comm),
             what,
         }
     }

@@ -2,22 +2,24 @@
 //! process changes). Code matches on [`What`]; the JSON of `tracerd inspect --json` and the
 //! one-line text of `inspect` are views of it ([`EventJson`], [`Event::describe`]).
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use serde::{Serialize, Serializer};
 
 pub use crate::abi::PauseCause;
 use crate::syscalls::signal_name;
 
-/// One resolved event.
+/// One resolved event. `host` and `comm` are shared between the events that have the same
+/// one (a dump has a million events and a few hosts and process names).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Event {
     /// CLOCK_BOOTTIME; for gaps and pauses, when the interval began
     pub ts_ns: u64,
     pub realtime_ns: u64,
-    pub host: String,
+    pub host: Arc<str>,
     pub pid: u32,
     pub tid: u32,
-    pub comm: String,
+    pub comm: Arc<str>,
     pub what: What,
 }
 
@@ -261,11 +263,11 @@ impl From<&Event> for EventJson {
         let mut j = EventJson {
             ts_ns: e.ts_ns,
             realtime_ns: e.realtime_ns,
-            host: e.host.clone(),
+            host: e.host.to_string(),
             kind: e.kind().name(),
             pid: e.pid,
             tid: e.tid,
-            comm: e.comm.clone(),
+            comm: e.comm.to_string(),
             syscall: None,
             errno: None,
             ret: None,

@@ -7,7 +7,7 @@
 //! resumed after it, the connection was torn down, or several connections of the pair went
 //! silent together). Failures after the first symptom are its consequences, and failures
 //! that are part of normal operation (EAGAIN, EINPROGRESS, ...) are ranked last.
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 use std::net::SocketAddr;
 
@@ -15,6 +15,8 @@ use serde::Serialize;
 use tracedump::event::{State, What};
 use tracedump::syscalls::signal_name;
 
+use super::contexts::{self, ContextQuery};
+use super::nodemap::PeerMap;
 use super::profile::normalize_path;
 use super::timeline::{TimedEvent, Timeline};
 use crate::model::scenario::Scenario;
@@ -256,41 +258,6 @@ fn max_burst(times: &[u64]) -> u32 {
     best as u32
 }
 
-/// Unique functions node `node` entered in (since_ns, before_ns), nearest first.
-fn preceding_functions(
-    t: &Timeline,
-    node: Option<usize>,
-    pid: u32,
-    since_ns: u64,
-    before_ns: u64,
-) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
-    for e in t.events.iter().rev() {
-        let What::Function(hit) = &e.event.what else {
-            continue;
-        };
-        if e.at_ns >= before_ns {
-            continue;
-        }
-        if e.at_ns <= since_ns {
-            break;
-        }
-        let same = match node {
-            Some(n) => e.node == Some(n),
-            None => e.event.pid == pid,
-        };
-        if !same {
-            continue;
-        }
-        if let Some(spec) = hit.spec() {
-            if !out.contains(&spec) {
-                out.push(spec);
-            }
-        }
-    }
-    out
-}
-
 struct Builder<'a> {
     t: &'a Timeline,
     scenario: Option<&'a Scenario>,
@@ -298,6 +265,10 @@ struct Builder<'a> {
     candidates: Vec<Candidate>,
     symptoms: Vec<Symptom>,
     notes: Vec<String>,
+    /// the nodes each signal sender's events belong to, found when a death needs them
+    nodes_of_pid: HashMap<u32, Vec<usize>>,
+    /// the nodes of production's addresses
+    peers: PeerMap,
 }
 
 impl Builder<'_> {
@@ -319,8 +290,9 @@ impl Builder<'_> {
     }
 
     fn process_states(&mut self) {
-        let mut seen_deaths = std::collections::HashSet::new();
-        for t in &self.t.events {
+        let mut seen_deaths = HashSet::new();
+        let timeline = self.t;
+        for t in &timeline.events {
             let What::ProcessState(p) = &t.event.what else {
                 continue;
             };
@@ -394,12 +366,28 @@ impl Builder<'_> {
         }
     }
 
-    fn same_node(&self, pid: u32, node: Option<usize>) -> bool {
-        node.is_some() && self.t.events.iter().any(|e| e.event.pid == pid && e.node == node)
+    /// Whether process `pid` has events as `node` (a signal from a process of the same node
+    /// is the node's own doing).
+    fn same_node(&mut self, pid: u32, node: Option<usize>) -> bool {
+        let Some(node) = node else { return false };
+        // one pass over the timeline per sender, not per death
+        let t = self.t;
+        let nodes = self.nodes_of_pid.entry(pid).or_insert_with(|| {
+            let mut nodes: Vec<usize> = t
+                .events
+                .iter()
+                .filter(|e| e.event.pid == pid)
+                .filter_map(|e| e.node)
+                .collect();
+            nodes.sort_unstable();
+            nodes.dedup();
+            nodes
+        });
+        nodes.contains(&node)
     }
 
     fn node_of_address(&self, addr: SocketAddr) -> Option<usize> {
-        self.scenario?.node_at(addr.ip())
+        self.peers.node(self.scenario?, addr)
     }
 
     fn name(&self, node: usize) -> String {
@@ -589,43 +577,23 @@ impl Builder<'_> {
     }
 
     fn syscall_failures(&mut self) {
-        // (node, who, syscall, errno, normalized path): one failure signature
-        type Signature = (Option<usize>, String, String, String, Option<String>);
-        let mut groups: HashMap<Signature, Vec<&TimedEvent>> = HashMap::new();
-        for t in &self.t.events {
-            let What::SyscallFailure(f) = &t.event.what else {
-                continue;
-            };
-            if self.scenario.is_some() && t.node.is_none() {
-                continue;
-            }
-            let key = (
-                t.node,
-                who(t, self.scenario),
-                f.syscall.clone(),
-                f.errno.clone().unwrap_or_default(),
-                f.path.as_deref().map(normalize_path),
-            );
-            groups.entry(key).or_default().push(t);
-        }
+        let groups = failure_groups(&self.t.events, self.scenario.is_some());
         // the rate is judged on what happened before the first symptom, not on its aftermath
         let first_symptom = self.symptoms.iter().map(|s| s.at_ns).min().unwrap_or(u64::MAX);
-        for ((_, who_, syscall, errno, path), events) in groups {
-            let first = events[0];
-            let before: Vec<u64> = events
-                .iter()
-                .map(|e| e.at_ns)
-                .filter(|&t| t <= first_symptom)
-                .collect();
-            let times: Vec<u64> = if before.is_empty() {
-                events.iter().map(|e| e.at_ns).collect()
-            } else {
-                before
+        for FailureGroup {
+            first,
+            times: all,
+            path,
+        } in groups
+        {
+            let What::SyscallFailure(f) = &first.event.what else {
+                continue;
             };
-            let raw_path = match &first.event.what {
-                What::SyscallFailure(f) => f.path.clone(),
-                _ => None,
-            };
+            let (who_, syscall) = (who(first, self.scenario), f.syscall.clone());
+            let errno = f.errno.clone().unwrap_or_default();
+            let before = all.partition_point(|&t| t <= first_symptom);
+            let times = if before == 0 { &all[..] } else { &all[..before] };
+            let raw_path = f.path.clone();
             let guess = FaultGuess::Syscall {
                 syscall: syscall.clone(),
                 errno: errno.clone(),
@@ -635,8 +603,8 @@ impl Builder<'_> {
                 persistent: false,
             };
             let mut c = self.candidate(first, guess, first.at_ns, String::new());
-            c.occurrences = events.len() as u32;
-            c.burst = max_burst(&times);
+            c.occurrences = all.len() as u32;
+            c.burst = max_burst(times);
             c.profile_per_s = self.baseline.and_then(|b| {
                 b.failures
                     .get(&(who_, syscall.clone(), errno.clone(), path.clone()))
@@ -752,23 +720,138 @@ impl Builder<'_> {
         }
     }
 
-    fn contexts(&mut self) {
+    /// Each candidate's production context: the functions its node entered since the
+    /// previous fault on the same node, all asked of `preceding` at once.
+    fn contexts(&mut self, preceding: Preceding) {
         let mut order: Vec<usize> = (0..self.candidates.len()).collect();
         order.sort_by_key(|&i| self.candidates[i].at_ns);
-        for (k, &i) in order.iter().enumerate() {
-            let c = &self.candidates[i];
-            // a node's context starts after the previous fault on the same node
-            let since = order[..k]
-                .iter()
-                .rev()
-                .map(|&j| &self.candidates[j])
-                .find(|p| p.node == c.node && p.verdict == Verdict::Cause)
-                .map(|p| p.at_ns)
-                .unwrap_or(0);
-            let fns = preceding_functions(self.t, c.node, c.pid, since, c.at_ns);
+        // the previous cause seen on each node, walking in time order
+        let mut previous: HashMap<Option<usize>, u64> = HashMap::new();
+        let queries: Vec<ContextQuery> = order
+            .iter()
+            .map(|&i| {
+                let c = &self.candidates[i];
+                let since_ns = previous.get(&c.node).copied().unwrap_or(0);
+                if c.verdict == Verdict::Cause {
+                    previous.insert(c.node, c.at_ns);
+                }
+                ContextQuery {
+                    node: c.node,
+                    pid: c.pid,
+                    since_ns,
+                    before_ns: c.at_ns,
+                }
+            })
+            .collect();
+        for (&i, fns) in order.iter().zip(preceding(self.t, &queries)) {
             self.candidates[i].preceding_functions = fns;
         }
     }
+}
+
+/// The failed syscalls of one signature: node, who (the node, or the process when no node
+/// names it), syscall, errno and normalized path.
+struct FailureGroup<'e> {
+    first: &'e TimedEvent,
+    /// the times of its events, in time order
+    times: Vec<u64>,
+    /// the normalized path, when the calls named one
+    path: Option<String>,
+}
+
+/// A failure's signature as borrowed from its event: node, the process when no node names
+/// it (comm, pid), syscall, errno, and the path (exact or normalized).
+type FailureKey<'e, P> = (Option<usize>, Option<(&'e str, u32)>, &'e str, &'e str, Option<P>);
+
+fn failure_key<'e, P>(
+    t: &'e TimedEvent,
+    scenario: bool,
+    path: impl FnOnce(&'e str) -> P,
+) -> Option<FailureKey<'e, P>> {
+    let What::SyscallFailure(f) = &t.event.what else {
+        return None;
+    };
+    // who() names the node, or the process when there is no node to name
+    let process = (t.node.is_none() || !scenario).then_some((&*t.event.comm, t.event.pid));
+    let errno = f.errno.as_deref().unwrap_or_default();
+    Some((
+        t.node,
+        process,
+        f.syscall.as_str(),
+        errno,
+        f.path.as_deref().map(path),
+    ))
+}
+
+/// The failed syscalls grouped by signature, in the order of each signature's first event
+/// (so that equal ranks keep one order). With a scenario, failures of no node are left out.
+/// Events group first by exact path (one look-up per event), and those groups merge by
+/// normalized path (one normalization per distinct path).
+fn failure_groups(events: &[TimedEvent], scenario: bool) -> Vec<FailureGroup<'_>> {
+    let mut exact: Vec<(&TimedEvent, Vec<u64>)> = Vec::new();
+    let mut exact_of: HashMap<FailureKey<&str>, usize> = HashMap::new();
+    for t in events {
+        if scenario && t.node.is_none() {
+            continue;
+        }
+        let Some(key) = failure_key(t, scenario, |p| p) else {
+            continue;
+        };
+        let next = exact.len();
+        let g = *exact_of.entry(key).or_insert_with(|| {
+            exact.push((t, Vec::new()));
+            next
+        });
+        exact[g].1.push(t.at_ns);
+    }
+    let mut groups: Vec<FailureGroup> = Vec::new();
+    let mut group_of: HashMap<FailureKey<String>, usize> = HashMap::new();
+    let mut merged = vec![false; exact.len()];
+    for (first, times) in exact {
+        let Some(key) = failure_key(first, scenario, normalize_path) else {
+            continue;
+        };
+        if let Some(&g) = group_of.get(&key) {
+            groups[g].times.extend(times);
+            merged[g] = true;
+            continue;
+        }
+        let path = key.4.clone();
+        group_of.insert(key, groups.len());
+        groups.push(FailureGroup { first, times, path });
+    }
+    for (g, _) in groups.iter_mut().zip(&merged).filter(|(_, &m)| m) {
+        g.times.sort_unstable();
+    }
+    groups
+}
+
+/// Production's addresses of the nodes: each connection's local end is its process's node's,
+/// and so are the addresses of a host whose dump holds one node only.
+fn peer_map(t: &Timeline, scenario: &Scenario) -> PeerMap {
+    let owned = t.events.iter().filter_map(|e| match (&e.event.what, e.node) {
+        (What::NetworkGap(g), Some(n)) => Some((g.local?, n)),
+        _ => None,
+    });
+    let mut nodes_of_dump: Vec<Vec<usize>> = vec![Vec::new(); t.dumps.len()];
+    for e in &t.events {
+        if let (Some(n), Some(nodes)) = (e.node, nodes_of_dump.get_mut(e.dump)) {
+            if !nodes.contains(&n) {
+                nodes.push(n);
+            }
+        }
+    }
+    let hosts = t.dumps.iter().zip(&nodes_of_dump).flat_map(|(d, nodes)| {
+        let node = match nodes.as_slice() {
+            [one] => Some(*one),
+            _ => None,
+        };
+        d.interfaces
+            .iter()
+            .flat_map(|i| &i.addresses)
+            .filter_map(move |a| Some((a.parse().ok()?, node?)))
+    });
+    PeerMap::new(scenario, owned, hosts)
 }
 
 /// "the crash of leader": how other candidates refer to this one.
@@ -886,7 +969,20 @@ fn rank(c: &Candidate) -> (u8, bool, u8, u64) {
     (verdict, c.routine, kind, c.at_ns)
 }
 
+/// How the candidates' contexts are found: [`contexts::preceding_functions`]; the unit tests
+/// compare it with a walk over the whole timeline per candidate.
+type Preceding = fn(&Timeline, &[ContextQuery]) -> Vec<Vec<String>>;
+
 pub fn diagnose(t: &Timeline, scenario: Option<&Scenario>, baseline: Option<&BaselineRates>) -> Diagnosis {
+    diagnose_with(t, scenario, baseline, contexts::preceding_functions)
+}
+
+fn diagnose_with(
+    t: &Timeline,
+    scenario: Option<&Scenario>,
+    baseline: Option<&BaselineRates>,
+    preceding: Preceding,
+) -> Diagnosis {
     let mut b = Builder {
         t,
         scenario,
@@ -894,6 +990,8 @@ pub fn diagnose(t: &Timeline, scenario: Option<&Scenario>, baseline: Option<&Bas
         candidates: Vec::new(),
         symptoms: Vec::new(),
         notes: Vec::new(),
+        nodes_of_pid: HashMap::new(),
+        peers: scenario.map(|s| peer_map(t, s)).unwrap_or_default(),
     };
     b.process_states();
     b.gaps();
@@ -902,7 +1000,7 @@ pub fn diagnose(t: &Timeline, scenario: Option<&Scenario>, baseline: Option<&Bas
     b.short_then_persistent();
     b.explain_network_failures();
     b.mark_late();
-    b.contexts();
+    b.contexts(preceding);
     b.candidates.sort_by_key(rank);
     let unmapped_events = if scenario.is_some() {
         t.events.iter().filter(|e| e.node.is_none()).count()
@@ -1371,6 +1469,61 @@ mod tests {
                 "two connections silent together: {:#?}",
                 d.candidates
             );
+        }
+
+        #[test]
+        fn production_addresses_that_are_not_the_scenario_s_are_mapped_to_nodes() {
+            // the scenario names the test bed (10.9.0.x, nodes listening on 700N); production
+            // ran on 192.168.3.x
+            let text = (1..=3)
+                .map(|i| {
+                    format!("[[nodes]]\nname = \"n{i}\"\ncommand = [\"srv\", \"--port\", \"700{i}\"]\naddress = \"10.9.0.{i}\"\nmatch = \"700{i}\"\n")
+                })
+                .collect::<String>();
+            let s = Scenario::parse(
+                &format!(
+                    "name = \"t\"\n{text}[workload]\ncommand = [\"true\"]\n[oracle]\ncommand = [\"false\"]\n"
+                ),
+                "t",
+            )
+            .unwrap();
+            let t = timeline(vec![
+                // both ends of n1-n2 traced, silent together, traffic resumed
+                gap(
+                    100 * S,
+                    0,
+                    "192.168.3.1:41000",
+                    "192.168.3.2:7002",
+                    5000,
+                    50,
+                    false,
+                ),
+                gap(
+                    100 * S,
+                    1,
+                    "192.168.3.2:7002",
+                    "192.168.3.1:41000",
+                    5000,
+                    50,
+                    false,
+                ),
+                // n1's connection to n3's service on an untraced host, torn down while silent
+                gap(
+                    150 * S,
+                    0,
+                    "192.168.3.1:41001",
+                    "192.168.3.9:7003",
+                    6000,
+                    50,
+                    true,
+                ),
+            ]);
+            let d = diagnose(&t, Some(&s), None);
+            let cut: Vec<(Option<usize>, u64)> = partitions(&d, Verdict::Cause)
+                .iter()
+                .map(|c| (c.node, peer_of(c) as u64))
+                .collect();
+            assert_eq!(cut, [(Some(0), 1), (Some(0), 2)], "{:#?}", d.candidates);
         }
 
         #[test]
@@ -1921,6 +2074,87 @@ mod tests {
             "note: dump /d/x.tdump: 7 events",
         ] {
             assert!(text.contains(needle), "{needle} in\n{text}");
+        }
+    }
+
+    /// A busy timeline: two nodes and a process that is none, each with several pids;
+    /// function hits, failures of many signatures (paths that normalize alike), kills, a
+    /// pause, gaps and an exit, on a coarse clock so that many events share a time stamp.
+    fn busy_timeline(seed: u64, events: usize) -> Timeline {
+        let mut x = seed;
+        let mut below = move |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        let mut out = Vec::new();
+        for _ in 0..events {
+            let secs = below(300) as f64 / 10.0;
+            let pid = 10 + below(6) as u32;
+            let node = (pid < 15).then_some(pid as usize % 2);
+            let what = match below(20) {
+                0..=9 => {
+                    function(["boot", "load", "recover", "flush", "sync", "elect", "step"][below(7) as usize])
+                }
+                10..=16 => {
+                    let path = format!(
+                        "/srv/{}-{}.log",
+                        ["wal", "snap", "meta"][below(3) as usize],
+                        below(4)
+                    );
+                    let syscall = ["openat", "read", "fsync"][below(3) as usize];
+                    let errno = ["EIO", "ENOENT", "EAGAIN", "ECONNREFUSED"][below(4) as usize];
+                    failure(syscall, errno, (below(3) > 0).then_some(path.as_str()))
+                }
+                17 => killed(
+                    libc::SIGKILL,
+                    Some(if below(2) == 0 { 99 } else { 10 + below(6) as u32 }),
+                ),
+                18 => paused(500 + below(3000)),
+                _ => gap("10.7.0.1:4000", "10.7.0.2:6379", 1000 + below(4000)),
+            };
+            out.push(at(secs, node, pid, what));
+        }
+        out.push(at(25.0, Some(0), 10, exited(1)));
+        timeline(out)
+    }
+
+    #[test]
+    fn the_indexed_contexts_leave_the_diagnosis_as_the_walk_per_candidate_made_it() {
+        let baseline = BaselineRates {
+            scenario: "kv".into(),
+            failures: [(
+                (
+                    "db1".into(),
+                    "read".into(),
+                    "EIO".into(),
+                    Some("*/wal-*.log".into()),
+                ),
+                50.0,
+            )]
+            .into_iter()
+            .collect(),
+            ..Default::default()
+        };
+        let s = scenario();
+        for seed in 1..=12 {
+            let t = busy_timeline(0x9e37_79b9 * seed, 200 + 60 * seed as usize);
+            for (scenario, baseline) in [(Some(&s), Some(&baseline)), (Some(&s), None), (None, None)] {
+                let fast = diagnose(&t, scenario, baseline);
+                let walked = diagnose_with(&t, scenario, baseline, contexts::walk_per_query);
+                assert!(
+                    fast.candidates.iter().any(|c| !c.preceding_functions.is_empty()),
+                    "the timeline gives candidates a context"
+                );
+                assert_eq!(
+                    serde_json::to_string(&fast).unwrap(),
+                    serde_json::to_string(&walked).unwrap(),
+                    "seed {seed}, scenario {}",
+                    scenario.is_some()
+                );
+                assert_eq!(render(&fast, scenario), render(&walked, scenario));
+            }
         }
     }
 }

@@ -1,9 +1,10 @@
 //! Everything the reproducer learns without running anything: the production timeline of
-//! one or more dumps, which process is which node, the diagnosis (faults vs symptoms), the
-//! fault-free profile's statistics, the programs a node really ran (wrappers left out), and
-//! the injection sites inside node binaries. Reads
+//! one or more dumps, which process is which node, the diagnosis (faults vs symptoms) and
+//! its candidates' production contexts, the fault-free profile's statistics, the programs a
+//! node really ran (wrappers left out), and the injection sites inside node binaries. Reads
 //! dumps through tracedump; never touches the testbed.
 pub mod binary;
+pub mod contexts;
 pub mod diagnose;
 pub mod nodemap;
 pub mod profile;

@@ -3,14 +3,17 @@
 //! command line, when its parent is the node's (forked children), or when it runs the node's
 //! program and no other node runs that program. On a redacted dump, a `match` text is
 //! compared redacted by the dump's own rules, so it matches what remains of the command line.
+//! [`PeerMap`] does the same for the far ends of connections, whose production addresses
+//! are not the scenario's.
 use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
 
 use tracedump::dump::DumpMeta;
 use tracedump::process::ProcInfo;
 use tracerd::redact::Redactor;
 
-use crate::model::scenario::Scenario;
+use crate::model::scenario::{Node, Scenario};
 
 #[derive(Clone, Debug, Default)]
 pub struct NodeMap {
@@ -132,6 +135,100 @@ impl NodeMap {
     }
 }
 
+/// Which scenario node an address of a production connection belongs to. The scenario's
+/// addresses are the test bed's, and production's usually differ: then an endpoint is the
+/// node whose traced process owns it (its local end in another event), an address is the
+/// node of the host it belongs to (the traced endpoints on it, or the interfaces of a dump
+/// whose events are all one node's), and else a port one node's command line says it listens
+/// on (and no other's) is that node's service.
+#[derive(Clone, Debug, Default)]
+pub struct PeerMap {
+    /// None: owned by processes of several nodes
+    endpoints: HashMap<SocketAddr, Option<usize>>,
+    /// None: several nodes on that address
+    hosts: HashMap<IpAddr, Option<usize>>,
+    ports: HashMap<u16, usize>,
+}
+
+/// Records `key` as `node`'s, or as ambiguous when another node has it already.
+fn claim<K: std::hash::Hash + Eq>(map: &mut HashMap<K, Option<usize>>, key: K, node: usize) {
+    let entry = map.entry(key).or_insert(Some(node));
+    if *entry != Some(node) {
+        *entry = None;
+    }
+}
+
+/// The ports a node's command line says it listens on: the value of an option whose name
+/// ends in `port` (`--port 7001`, `--port=7001`, `-p 7001`), or `HOST:PORT` (also as an
+/// option's value) where HOST is the node's own address or any (`:7001`, `0.0.0.0:7001`,
+/// `--listen=*:7001`). A port of another
+/// host (`--follower 10.0.0.2:7001`) is where the node connects to, not its service.
+fn listening_ports(node: &Node) -> Vec<u16> {
+    let own = node.address.as_deref().unwrap_or("");
+    let port = |p: &str| p.parse::<u16>().ok().filter(|&p| p != 0);
+    let is_port_option = |name: &str| {
+        let name = name.trim_start_matches('-').to_ascii_lowercase();
+        name == "p" || name.ends_with("port")
+    };
+    let mut out = Vec::new();
+    for (i, arg) in node.command.iter().enumerate() {
+        if i > 0 && is_port_option(&node.command[i - 1]) {
+            out.extend(port(arg));
+        }
+        if let Some((name, value)) = arg.split_once('=') {
+            if is_port_option(name) {
+                out.extend(port(value));
+            }
+        }
+        let address = arg.split_once('=').map_or(arg.as_str(), |(_, v)| v);
+        if let Some((host, value)) = address.rsplit_once(':') {
+            let host = host.trim_start_matches('[').trim_end_matches(']');
+            if ["", "0.0.0.0", "::", "*", own].contains(&host) {
+                out.extend(port(value));
+            }
+        }
+    }
+    out
+}
+
+impl PeerMap {
+    /// `owned`: endpoints that traced processes of a node had as their local end;
+    /// `hosts`: addresses of hosts whose traced processes were all one node's.
+    pub fn new(
+        scenario: &Scenario,
+        owned: impl Iterator<Item = (SocketAddr, usize)>,
+        hosts: impl Iterator<Item = (IpAddr, usize)>,
+    ) -> PeerMap {
+        let mut map = PeerMap::default();
+        for (endpoint, node) in owned {
+            claim(&mut map.endpoints, endpoint, node);
+            if !endpoint.ip().is_loopback() {
+                claim(&mut map.hosts, endpoint.ip(), node);
+            }
+        }
+        for (ip, node) in hosts.filter(|(ip, _)| !ip.is_loopback()) {
+            claim(&mut map.hosts, ip, node);
+        }
+        let mut ports: HashMap<u16, Option<usize>> = HashMap::new();
+        for (i, n) in scenario.nodes.iter().enumerate() {
+            for port in listening_ports(n) {
+                claim(&mut ports, port, i);
+            }
+        }
+        map.ports = ports.into_iter().filter_map(|(p, n)| Some((p, n?))).collect();
+        map
+    }
+
+    /// The node `addr` belongs to: the scenario's address first, then production's owners.
+    pub fn node(&self, scenario: &Scenario, addr: SocketAddr) -> Option<usize> {
+        scenario
+            .node_at(addr.ip())
+            .or_else(|| self.endpoints.get(&addr).copied().flatten())
+            .or_else(|| self.hosts.get(&addr.ip()).copied().flatten())
+            .or_else(|| self.ports.get(&addr.port()).copied())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -226,5 +323,74 @@ command = ["true"]
         let m = NodeMap::build(&s, &[proc(10, 1, "/opt/kvnode", "kvnode --id 1")], &[]);
         assert_eq!(m.node(10), None);
         assert_eq!(m.ambiguous, vec![(10, "kvnode".to_string())]);
+    }
+
+    const CLUSTER: &str = r#"
+name = "raft"
+[[nodes]]
+name = "follower"
+command = ["raftlet", "--id", "2", "--port", "7501"]
+address = "10.77.5.2"
+[[nodes]]
+name = "leader"
+command = ["raftlet", "--id", "1", "--listen=10.77.5.1:7500", "--follower", "10.77.5.2:7501"]
+address = "10.77.5.1"
+[[nodes]]
+name = "witness"
+command = ["raftlet", "--id", "3", "--admin-port=9100", ":7502"]
+address = "10.77.5.3"
+[workload]
+command = ["true"]
+[oracle]
+command = ["true"]
+"#;
+
+    fn at(s: &str) -> SocketAddr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn production_addresses_map_to_nodes_by_owner_host_then_port() {
+        let s = Scenario::parse(CLUSTER, "t").unwrap();
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        let m = PeerMap::new(
+            &s,
+            [
+                // the follower's and the leader's processes own these ends
+                (at("192.168.7.20:7501"), 0),
+                (at("192.168.7.10:41000"), 1),
+                // two nodes on one host: its address says nothing, its endpoints do
+                (at("192.168.7.30:7502"), 2),
+                (at("192.168.7.30:7503"), 0),
+            ]
+            .into_iter(),
+            // a host whose dump held the witness only
+            [(ip("192.168.7.40"), 2), (ip("127.0.0.1"), 2)].into_iter(),
+        );
+        let node = |a: &str| m.node(&s, at(a));
+        assert_eq!(node("10.77.5.1:1234"), Some(1), "the scenario's addresses first");
+        assert_eq!(node("192.168.7.20:7501"), Some(0), "the owner of the endpoint");
+        assert_eq!(
+            node("192.168.7.10:7500"),
+            Some(1),
+            "another endpoint of the owner's host"
+        );
+        assert_eq!(node("192.168.7.30:7503"), Some(0));
+        assert_eq!(
+            node("192.168.7.30:7500"),
+            Some(1),
+            "a shared host: by the port the leader listens on"
+        );
+        assert_eq!(node("192.168.7.40:60001"), Some(2), "a dump's host");
+        assert_eq!(
+            node("10.1.1.1:7502"),
+            Some(2),
+            "an untraced host: by the witness's port"
+        );
+        assert_eq!(node("10.1.1.1:9100"), Some(2), "--admin-port=");
+        assert_eq!(node("10.1.1.1:7501"), Some(0), "the leader only connects to 7501");
+        assert_eq!(node("10.1.1.1:41000"), None, "a client's port names no node");
+        assert_eq!(node("127.0.0.1:41000"), None, "loopback is every host's");
+        assert_eq!(node("10.1.1.1:2"), None, "--id 2 is no port");
     }
 }

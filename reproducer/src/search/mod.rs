@@ -34,6 +34,10 @@ const MAX_NTH: u32 = 50;
 /// Level-1 and level-2 syscall candidates tried, best ranked first.
 const MAX_SYSCALL_CANDIDATES: usize = 8;
 const MAX_SITES: usize = 40;
+/// Network faults tried one at a time at level 1 (best ranked first) when all of them
+/// together did not show the bug: each costs a run before any syscall candidate is tried,
+/// and the diagnosis ranks the partitions that matter first, so a few are enough.
+const MAX_LONE_NETWORK_FAULTS: usize = 4;
 /// Runs of the independent replay of the accepted schedule (the paper's confirmation size).
 pub const REPLAY_RUNS: u32 = 10;
 
@@ -439,7 +443,12 @@ impl<'a> Search<'a> {
         let mut bases = Vec::new();
         if !backbone.is_empty() {
             let plan = self.plan_of(&backbone);
-            go!(self.evaluate(&plan, "the process and network faults in production order".into()));
+            let whole =
+                go!(self.evaluate(&plan, "the process and network faults in production order".into()));
+            if !whole.bug {
+                // the subsets that showed the bug are refined first at level 2
+                bases.extend(go!(self.one_network_fault_at_a_time(&backbone)));
+            }
             bases.push(plan);
         }
         for &s in &syscalls {
@@ -459,6 +468,32 @@ impl<'a> Search<'a> {
             go!(self.level3(plan));
         }
         Ok(Continue(()))
+    }
+
+    /// Level 1 when all of the backbone together did not show the bug and it holds several
+    /// network faults: each of them alone with the process faults, best ranked first.
+    /// Diagnosed partitions injected together can cut off every member, so that the system
+    /// stops instead of misbehaving; production's failure may have needed only one of them.
+    /// Returns the plans that showed the bug.
+    fn one_network_fault_at_a_time(&mut self, backbone: &[usize]) -> Step<Vec<Plan>> {
+        let is_network = |i: &usize| matches!(self.causes[*i].guess, FaultGuess::Partition { .. });
+        let network: Vec<usize> = backbone.iter().copied().filter(is_network).collect();
+        let process: Vec<usize> = backbone.iter().copied().filter(|i| !is_network(i)).collect();
+        let mut showed_bug = Vec::new();
+        if network.len() < 2 {
+            return Ok(Continue(showed_bug));
+        }
+        // causes are in rank order, so the first ones are the best ranked
+        for &n in network.iter().take(MAX_LONE_NETWORK_FAULTS) {
+            let mut members = process.clone();
+            members.push(n);
+            let plan = self.plan_of(&members);
+            let what = format!("{} alone with the process faults", self.describe(n));
+            if go!(self.evaluate(&plan, what)).bug {
+                showed_bug.push(plan);
+            }
+        }
+        Ok(Continue(showed_bug))
     }
 
     fn describe(&self, i: usize) -> String {

@@ -12,6 +12,7 @@ use crate::model::plan::{FaultPlan, Planned as PlannedAction, PlannedFault};
 const SCENARIO: &str = "name = \"kv\"\n\
     [[nodes]]\nname = \"db1\"\ncommand = [\"kv\"]\naddress = \"10.8.0.1\"\n\
     [[nodes]]\nname = \"db2\"\ncommand = [\"kv\"]\naddress = \"10.8.0.2\"\n\
+    [[nodes]]\nname = \"db3\"\ncommand = [\"kv\"]\naddress = \"10.8.0.3\"\n\
     [workload]\ncommand = [\"true\"]\n[oracle]\ncommand = [\"true\"]\n";
 
 /// Whether a run of a plan (with the faults that fired, the run's number) shows the bug.
@@ -39,7 +40,7 @@ struct Fake {
 impl Fake {
     fn new(bug: impl Fn(&FaultPlan, &[bool], u32) -> bool + 'static) -> Fake {
         Fake {
-            functions: vec![Vec::new(), Vec::new()],
+            functions: vec![Vec::new(); 3],
             calls: 10,
             bug: Box::new(bug),
             sites: Vec::new(),
@@ -117,7 +118,7 @@ fn candidate(guess: FaultGuess, node: usize, at_s: u64, preceding: &[&str]) -> C
     Candidate {
         guess,
         node: Some(node),
-        who: ["db1", "db2"][node].into(),
+        who: ["db1", "db2", "db3"][node].into(),
         pid: 10 + node as u32,
         at_ns: at_s * 1_000_000_000,
         occurrences: 1,
@@ -596,4 +597,93 @@ fn best_right_after_a_bug_run_is_not_zero() {
         1,
     ));
     assert_eq!(s.best_short(), "0/2", "runs with the bug of runs, not a bare 0%");
+}
+
+fn partition(peer: usize, duration_ms: u64) -> FaultGuess {
+    FaultGuess::Partition { peer, duration_ms }
+}
+
+/// The partition faults of a plan, as (node, peer) pairs.
+fn partitions(plan: &FaultPlan) -> Vec<(usize, usize)> {
+    plan.faults
+        .iter()
+        .filter_map(|f| match &f.action {
+            PlannedAction::Partition { peers, .. } => Some((f.node, peers[0])),
+            _ => None,
+        })
+        .collect()
+}
+
+fn level_1_attempts(r: &SearchResult) -> Vec<&str> {
+    r.attempts
+        .iter()
+        .filter(|a| a.level == 1)
+        .map(|a| a.what.as_str())
+        .collect()
+}
+
+#[test]
+fn level_1_tries_each_partition_alone_when_all_of_them_together_miss() {
+    // three diagnosed partitions: db1-db2, db2-db3, db1-db3; the bug needs db2-db3 alone
+    // (all three together cut every node off, and the system just stops), with the pause
+    let pause = FaultGuess::Pause {
+        duration_ms: 700,
+        cause: "stopped".into(),
+    };
+    let d = diagnosis(vec![
+        candidate(pause, 0, 1, &[]),
+        candidate(partition(1, 3000), 0, 2, &[]),
+        candidate(partition(2, 3000), 1, 3, &[]),
+        candidate(partition(2, 3000), 0, 4, &[]),
+    ]);
+    let mut fake = Fake::new(|plan, _, _| partitions(plan) == [(1, 2)] && has_kind(plan, FaultKind::Pause));
+    let r = search(&mut fake, &d, 150).0.unwrap();
+    assert_eq!(r.outcome, Outcome::Reproduced);
+    assert_eq!(r.level, 1);
+    let tried = level_1_attempts(&r);
+    assert_eq!(tried.len(), 3, "{tried:?}");
+    assert!(tried[0].contains("process and network faults"), "{tried:?}");
+    assert!(
+        tried[1].starts_with("partition db1–db2 for 3000 ms alone"),
+        "{tried:?}"
+    );
+    assert!(
+        tried[2].starts_with("partition db2–db3 for 3000 ms alone"),
+        "{tried:?}"
+    );
+    let schedule = r.schedule.unwrap();
+    assert_eq!(schedule.faults.len(), 2, "{schedule:?}");
+    assert_eq!(schedule.faults[1].node, "db2");
+    assert!(
+        matches!(&schedule.faults[1].action, Action::Partition { peers, .. } if peers == &["db3".to_string()]),
+        "{schedule:?}"
+    );
+}
+
+#[test]
+fn partitions_alone_are_tried_only_when_needed_and_at_most_a_few() {
+    let many: Vec<Candidate> = (0..7)
+        .map(|i| candidate(partition(1 + i % 2, 1000 + i as u64), 0, 1 + i as u64, &[]))
+        .collect();
+    let mut fake = Fake::new(|_, _, _| false);
+    let r = search(&mut fake, &diagnosis(many.clone()), 150).0.unwrap();
+    assert!(matches!(r.outcome, Outcome::Missed(_)));
+    let tried = level_1_attempts(&r);
+    assert_eq!(tried.len(), 1 + MAX_LONE_NETWORK_FAULTS, "{tried:?}");
+    assert!(
+        tried[1].starts_with("partition db1–db2 for 1000 ms")
+            && tried[2].starts_with("partition db1–db3 for 1001 ms"),
+        "best ranked (here: earliest) first: {tried:?}"
+    );
+
+    // the whole backbone shows the bug (below the target): nothing is tried alone
+    let mut fake = Fake::new(|plan, _, run| partitions(plan).len() == 7 && run % 2 == 0);
+    let r = search(&mut fake, &diagnosis(many.clone()), 150).0.unwrap();
+    let tried = level_1_attempts(&r);
+    assert!(!tried.iter().any(|w| w.contains("alone")), "{tried:?}");
+
+    // one partition: it was already tried alone
+    let mut fake = Fake::new(|_, _, _| false);
+    let r = search(&mut fake, &diagnosis(many[..1].to_vec()), 150).0.unwrap();
+    assert_eq!(level_1_attempts(&r).len(), 1);
 }

@@ -191,7 +191,7 @@ impl Builder {
         }
         // the last entry of a pid is its latest process
         let info = meta.processes.iter().rev().find(|p| p.pid == e.pid);
-        let name = info.map(|p| p.comm.clone()).unwrap_or_else(|| e.comm.clone());
+        let name = info.map(|p| p.comm.clone()).unwrap_or_else(|| e.comm.to_string());
         let uuid = self.new_track(TrackDescriptor {
             parent_uuid: Some(host),
             process: Some(ProcessDescriptor {
@@ -215,7 +215,7 @@ impl Builder {
             thread: Some(ThreadDescriptor {
                 pid: Some(e.pid as i32),
                 tid: Some(e.tid as i64),
-                thread_name: Some(e.comm.clone()),
+                thread_name: Some(e.comm.to_string()),
             }),
             ..Default::default()
         });
@@ -592,10 +592,10 @@ mod tests {
             event: Event {
                 ts_ns,
                 realtime_ns,
-                host: String::new(),
+                host: "".into(),
                 pid: 10,
                 tid,
-                comm: format!("t{tid}"),
+                comm: format!("t{tid}").into(),
                 what,
             },
         }
