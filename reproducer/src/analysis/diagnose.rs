@@ -124,6 +124,9 @@ pub struct Candidate {
     pub node: Option<usize>,
     pub who: String,
     pub pid: u32,
+    /// the host whose dump shows it, and that dump's place among the dumps given
+    pub host: String,
+    pub dump: usize,
     /// wall-clock start of the fault (a pause or gap starts `duration` before its event)
     pub at_ns: u64,
     /// how many times production saw this signature
@@ -157,7 +160,18 @@ pub struct Symptom {
     pub at_ns: u64,
     pub node: Option<usize>,
     pub who: String,
+    /// the host whose dump shows it
+    pub host: String,
     pub what: String,
+}
+
+/// One of the production dumps: its host and the scenario nodes it holds.
+#[derive(Clone, Debug, Serialize)]
+pub struct DumpSummary {
+    pub path: std::path::PathBuf,
+    pub host: String,
+    pub events: usize,
+    pub nodes: Vec<String>,
 }
 
 /// Fault-free rates of failure signatures, from a profile.
@@ -212,6 +226,8 @@ pub struct Diagnosis {
     pub end_ns: u64,
     pub unmapped_events: usize,
     pub notes: Vec<String>,
+    /// the dumps, in the order given (several: one per host)
+    pub dumps: Vec<DumpSummary>,
 }
 
 impl Diagnosis {
@@ -256,11 +272,12 @@ fn max_burst(times: &[u64]) -> u32 {
     best as u32
 }
 
-/// Unique functions node `node` entered in (since_ns, before_ns), nearest first.
+/// Unique functions node `node` (without one: process `pid` of dump `dump`) entered in
+/// (since_ns, before_ns), nearest first.
 fn preceding_functions(
     t: &Timeline,
     node: Option<usize>,
-    pid: u32,
+    (dump, pid): (usize, u32),
     since_ns: u64,
     before_ns: u64,
 ) -> Vec<String> {
@@ -277,7 +294,7 @@ fn preceding_functions(
         }
         let same = match node {
             Some(n) => e.node == Some(n),
-            None => e.event.pid == pid,
+            None => e.event.pid == pid && e.dump == dump,
         };
         if !same {
             continue;
@@ -307,6 +324,8 @@ impl Builder<'_> {
             node: t.node,
             who: who(t, self.scenario),
             pid: t.event.pid,
+            host: t.event.host.clone(),
+            dump: t.dump,
             at_ns,
             occurrences: 1,
             profile_per_s: None,
@@ -353,11 +372,13 @@ impl Builder<'_> {
                     );
                     self.candidates.push(c);
                 }
-                State::Killed { core_dumped } if seen_deaths.insert(pid) => {
+                // a pid names a process only within its dump (host)
+                State::Killed { core_dumped } if seen_deaths.insert((t.dump, pid)) => {
                     let signo = p.signal.unwrap_or(libc::SIGKILL as u32);
                     let signal = signal_name(signo);
                     let sender_pid = p.sender.as_ref().map(|s| s.pid);
-                    let from_outside = sender_pid.is_some_and(|s| s != pid && !self.same_node(s, t.node));
+                    let from_outside =
+                        sender_pid.is_some_and(|s| s != pid && !self.same_node(s, t.dump, t.node));
                     if from_outside && !SELF_SIGNALS.contains(&(signo as i32)) {
                         let sender = format!(
                             "{} (pid {})",
@@ -376,16 +397,18 @@ impl Builder<'_> {
                             at_ns: t.at_ns,
                             node: t.node,
                             who: who(t, self.scenario),
+                            host: t.event.host.clone(),
                             what,
                         });
                     }
                 }
-                State::Exited { code } if code != 0 && seen_deaths.insert(pid) => {
+                State::Exited { code } if code != 0 && seen_deaths.insert((t.dump, pid)) => {
                     let what = format!("exited with status {code}");
                     self.symptoms.push(Symptom {
                         at_ns: t.at_ns,
                         node: t.node,
                         who: who(t, self.scenario),
+                        host: t.event.host.clone(),
                         what,
                     });
                 }
@@ -394,8 +417,14 @@ impl Builder<'_> {
         }
     }
 
-    fn same_node(&self, pid: u32, node: Option<usize>) -> bool {
-        node.is_some() && self.t.events.iter().any(|e| e.event.pid == pid && e.node == node)
+    /// Process `pid` of dump `dump` (a signal's sender is on the receiver's host) is `node`'s.
+    fn same_node(&self, pid: u32, dump: usize, node: Option<usize>) -> bool {
+        node.is_some()
+            && self
+                .t
+                .events
+                .iter()
+                .any(|e| e.event.pid == pid && e.dump == dump && e.node == node)
     }
 
     fn node_of_address(&self, addr: SocketAddr) -> Option<usize> {
@@ -765,7 +794,7 @@ impl Builder<'_> {
                 .find(|p| p.node == c.node && p.verdict == Verdict::Cause)
                 .map(|p| p.at_ns)
                 .unwrap_or(0);
-            let fns = preceding_functions(self.t, c.node, c.pid, since, c.at_ns);
+            let fns = preceding_functions(self.t, c.node, (c.dump, c.pid), since, c.at_ns);
             self.candidates[i].preceding_functions = fns;
         }
     }
@@ -922,6 +951,24 @@ pub fn diagnose(t: &Timeline, scenario: Option<&Scenario>, baseline: Option<&Bas
             ));
         }
     }
+    let dumps = t
+        .dumps
+        .iter()
+        .map(|d| DumpSummary {
+            path: d.path.clone(),
+            host: d.host.clone(),
+            events: d.events,
+            nodes: d
+                .nodes
+                .iter()
+                .map(|&n| {
+                    scenario
+                        .map(|s| s.nodes[n].name.clone())
+                        .unwrap_or_else(|| n.to_string())
+                })
+                .collect(),
+        })
+        .collect();
     Diagnosis {
         candidates: b.candidates,
         symptoms: b.symptoms,
@@ -929,6 +976,16 @@ pub fn diagnose(t: &Timeline, scenario: Option<&Scenario>, baseline: Option<&Bas
         end_ns: t.end_ns(),
         unmapped_events,
         notes: b.notes,
+        dumps,
+    }
+}
+
+/// `who`, and with dumps of several hosts the host whose dump showed it: "replica@db2".
+fn placed(d: &Diagnosis, who: &str, host: &str) -> String {
+    if d.dumps.len() > 1 {
+        format!("{who}@{host}")
+    } else {
+        who.to_string()
     }
 }
 
@@ -972,9 +1029,35 @@ pub fn render(d: &Diagnosis, scenario: Option<&Scenario>) -> String {
         out,
         "window: {span:.1} s of events; times are relative to the end of the window (the dump)"
     );
+    if d.dumps.len() > 1 {
+        let _ = writeln!(
+            out,
+            "dumps ({}), merged on wall-clock time (each dump's clock pair):",
+            d.dumps.len()
+        );
+        for dump in &d.dumps {
+            let nodes = match dump.nodes.is_empty() {
+                true => String::new(),
+                false => format!(", nodes: {}", dump.nodes.join(", ")),
+            };
+            let _ = writeln!(
+                out,
+                "  {}: {} — {} events{nodes}",
+                dump.host,
+                dump.path.display(),
+                dump.events
+            );
+        }
+    }
     let _ = writeln!(out, "symptoms ({}):", d.symptoms.len());
     for s in &d.symptoms {
-        let _ = writeln!(out, "  {:>10}  {}: {}", rel(s.at_ns, d.end_ns), s.who, s.what);
+        let _ = writeln!(
+            out,
+            "  {:>10}  {}: {}",
+            rel(s.at_ns, d.end_ns),
+            placed(d, &s.who, &s.host),
+            s.what
+        );
     }
     let causes: Vec<&Candidate> = d.causes().collect();
     let _ = writeln!(out, "fault candidates ({}), most likely first:", causes.len());
@@ -984,7 +1067,7 @@ pub fn render(d: &Diagnosis, scenario: Option<&Scenario>) -> String {
             "  {:>2}. {:>10}  {}: {} — {}",
             i + 1,
             rel(c.at_ns, d.end_ns),
-            c.who,
+            placed(d, &c.who, &c.host),
             describe(&c.guess, scenario),
             c.why
         );
@@ -1021,7 +1104,7 @@ pub fn render(d: &Diagnosis, scenario: Option<&Scenario>) -> String {
                 out,
                 "      {:>10}  {}: {what} — {:?}: {}",
                 rel(c.at_ns, d.end_ns),
-                c.who,
+                placed(d, &c.who, &c.host),
                 c.verdict,
                 c.why
             );
@@ -1151,6 +1234,7 @@ mod tests {
                 events: events.len(),
                 mapped_processes: 3,
                 processes: 3,
+                nodes: Vec::new(),
                 interfaces: Vec::new(),
                 taken_ns: DUMP_AT,
                 lost_events: 0,
@@ -1902,6 +1986,7 @@ mod tests {
             events: 2,
             mapped_processes: 2,
             processes: 2,
+            nodes: Vec::new(),
             interfaces: Vec::new(),
             taken_ns: 3 * SEC,
             lost_events: 7,
