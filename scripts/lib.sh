@@ -30,6 +30,23 @@ install_build_deps() {
   command -v cargo >/dev/null || die "cargo is missing: install a Rust toolchain (rustup) first"
 }
 
+# Perfetto's own trace schema (its Python package's perfetto_trace_pb2), in a virtualenv in
+# target/: the system tests read exported timelines back with it, not with the exporter's types.
+PERFETTO_VENV="$REPO_ROOT/target/perfetto-venv"
+install_perfetto_decoder() {
+  local check='import perfetto.protos.perfetto.trace.perfetto_trace_pb2'
+  "$PERFETTO_VENV/bin/python3" -c "$check" 2>/dev/null && return 0
+  command -v python3 >/dev/null || install_packages python3
+  if ! python3 -m venv "$PERFETTO_VENV" >/dev/null 2>&1; then
+    install_packages python3-venv
+    rm -rf "$PERFETTO_VENV"
+    python3 -m venv "$PERFETTO_VENV"
+  fi
+  say "installing Perfetto's Python package (its trace schema) into $PERFETTO_VENV"
+  "$PERFETTO_VENV/bin/pip" install --quiet --disable-pip-version-check perfetto==0.59.1
+  "$PERFETTO_VENV/bin/python3" -c "$check"
+}
+
 build_release() {
   say "building (release)"
   (cd "$REPO_ROOT" && cargo build --release --workspace --locked)

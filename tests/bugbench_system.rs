@@ -93,7 +93,7 @@ fn reproduce_case(case: &str) -> (String, Vec<String>) {
     );
     let report = std::fs::read_to_string(out.path().join(case).join("out/report.md")).unwrap();
     assert!(report.contains("**Reproduced**"), "{report}");
-    check_kept_runs(&out.path().join(case).join("out"));
+    check_kept_runs(&out.path().join(case).join("out"), &report);
     assert_nothing_left();
     let mut dumps: Vec<String> = std::fs::read_dir(out.path().join(case).join("dumps"))
         .unwrap()
@@ -103,8 +103,9 @@ fn reproduce_case(case: &str) -> (String, Vec<String>) {
     (report, dumps)
 }
 
-/// The runs of the attempts that matter stay (with `"kept": true`), the others are removed.
-fn check_kept_runs(out: &std::path::Path) {
+/// The runs of the attempts that matter stay (with `"kept": true`), the others are removed;
+/// each run that stays has its trace as a timeline beside its dumps, linked from the report.
+fn check_kept_runs(out: &std::path::Path, report: &str) {
     let attempts: Vec<serde_json::Value> =
         serde_json::from_slice(&std::fs::read(out.join("attempts.json")).unwrap()).unwrap();
     let runs_under = |dir: &std::path::Path| -> Vec<PathBuf> {
@@ -138,10 +139,26 @@ fn check_kept_runs(out: &std::path::Path) {
             assert!(runs.is_empty(), "attempt {}: pruned, yet {runs:?}", a["number"]);
         } else {
             assert!(!runs.is_empty(), "attempt {} keeps its runs", a["number"]);
+            let timelines: Vec<PathBuf> = a["timelines"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| PathBuf::from(t.as_str().unwrap()))
+                .collect();
             for r in runs {
                 let run: serde_json::Value =
                     serde_json::from_slice(&std::fs::read(r.join("run.json")).unwrap()).unwrap();
                 assert_eq!(run["kept"], true, "{}", r.display());
+                if run["trace"].is_string() {
+                    let timeline = r.join("trace/trace.perfetto");
+                    assert!(
+                        timelines.contains(&timeline) && timeline.metadata().unwrap().len() > 0,
+                        "{} has its timeline: {timelines:?}",
+                        r.display()
+                    );
+                    let link = format!("]({})", timeline.strip_prefix(out).unwrap().display());
+                    assert!(report.contains(&link), "the report links {link}");
+                }
             }
         }
     }

@@ -283,8 +283,18 @@ fn trigger_nonzero_exit() {
     );
 }
 
+/// The state letter of /proc/PID/stat ('T' stopped).
+fn proc_state(pid: i32) -> char {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    stat.rsplit_once(") ")
+        .and_then(|(_, rest)| rest.chars().next())
+        .unwrap_or('?')
+}
+
+/// The operator wants the dump while the service is still stuck: the pause rule fires once
+/// a pause has lasted its threshold, not when it ends, and the pause's end fires nothing more.
 #[test]
-fn trigger_pause_longer_than_threshold() {
+fn trigger_pause_dumps_while_the_process_is_still_stopped() {
     require_root();
     let prog = program_as("crasher", "cr_pause");
     let d = Daemon::start(&[
@@ -296,23 +306,53 @@ fn trigger_pause_longer_than_threshold() {
         "400",
         "--trigger-settle-ms",
         "200",
+        // no rate limit: a second firing for the same pause would be a second dump
+        "--trigger-min-interval-ms",
+        "0",
     ]);
-    let mut sleeper = Command::new(&prog).args(["sleep", "4000"]).spawn().unwrap();
+    let mut sleeper = Command::new(&prog).args(["sleep", "20000"]).spawn().unwrap();
     let pid = sleeper.id() as i32;
     std::thread::sleep(Duration::from_millis(100));
-    for (stop_ms, expect_dumps) in [(200, 0), (700, 1)] {
-        unsafe { libc::kill(pid, libc::SIGSTOP) };
-        std::thread::sleep(Duration::from_millis(stop_ms));
-        unsafe { libc::kill(pid, libc::SIGCONT) };
-        std::thread::sleep(Duration::from_millis(600));
-        assert_eq!(dumps_in(&d).len(), expect_dumps, "after a pause of {stop_ms} ms");
-    }
-    unsafe { libc::kill(pid, libc::SIGKILL) };
-    let _ = sleeper.wait();
-    let t = trigger_of(&dumps_in(&d)[0]);
+    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    std::thread::sleep(Duration::from_millis(200));
+    unsafe { libc::kill(pid, libc::SIGCONT) };
+    std::thread::sleep(Duration::from_millis(700));
+    assert!(dumps_in(&d).is_empty(), "a pause of 200 ms does not trigger");
+
+    let stopped_at = std::time::Instant::now();
+    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    // only SIGCONT ends the pause, and it is sent after the dump: a rule that fires when a
+    // pause ends never dumps here
+    let dump = wait_for_dumps(&d, 1, Duration::from_secs(5)).remove(0);
+    let waited = stopped_at.elapsed();
+    assert_eq!(proc_state(pid), 'T', "the process is still stopped");
+    assert!(
+        waited >= Duration::from_millis(550) && waited < Duration::from_millis(2500),
+        "dump after the 400 ms threshold and the 200 ms settle, got {waited:?}"
+    );
+    let t = trigger_of(&dump);
     assert_eq!(t["rule"], "pause");
     assert_eq!(t["pid"], pid);
-    assert!(t["event"].as_str().unwrap().starts_with("paused "), "{t}");
+    assert!(t["event"].as_str().unwrap().ends_with("ms, still paused"), "{t}");
+    let events = inspect_json(&dump);
+    assert!(
+        events.iter().any(|e| e["pid"] == pid
+            && e["state"] == "paused"
+            && e["ongoing"] == true
+            && e["duration_ms"].as_u64().unwrap() >= 400),
+        "the dump holds the pause going on"
+    );
+
+    unsafe { libc::kill(pid, libc::SIGCONT) };
+    std::thread::sleep(Duration::from_millis(800));
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    let _ = sleeper.wait();
+    assert_eq!(dumps_in(&d).len(), 1, "the end of the pause fires nothing more");
+    let ended = inspect_json(&d.dump())
+        .iter()
+        .filter(|e| e["pid"] == pid && e["state"] == "paused" && e["ongoing"] == false)
+        .count();
+    assert_eq!(ended, 2, "both pauses are still recorded as they ended");
 }
 
 #[test]

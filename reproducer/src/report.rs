@@ -12,6 +12,7 @@ use crate::analysis::diagnose::{self, Diagnosis, FaultGuess, Verdict};
 use crate::analysis::timeline::{TimedEvent, Timeline};
 use crate::model::scenario::Scenario;
 use crate::model::schedule::{Action, Schedule};
+use crate::search::attempts::Attempt;
 use crate::search::{Outcome, SearchResult};
 
 /// Lines of other events shown before the first symptom (or the end of the window); the
@@ -267,9 +268,9 @@ fn attempts_section(out: &mut String, result: &SearchResult, base: &Path) {
     let _ = writeln!(out, "## Attempts\n");
     let _ = writeln!(
         out,
-        "| # | level | schedule | bug | fired | confirmation | directory |"
+        "| # | level | schedule | bug | fired | confirmation | directory | timeline |"
     );
-    let _ = writeln!(out, "|---|---|---|---|---|---|---|");
+    let _ = writeln!(out, "|---|---|---|---|---|---|---|---|");
     for a in &result.attempts {
         let level = if a.level == 0 {
             "-".to_string()
@@ -287,10 +288,18 @@ fn attempts_section(out: &mut String, result: &SearchResult, base: &Path) {
         };
         let _ = writeln!(
             out,
-            "| {} | {level} | {} | {bug} | {} | {conf} | {dir} |",
+            "| {} | {level} | {} | {bug} | {} | {conf} | {dir} | {} |",
             a.number,
             a.what.replace('|', "/"),
-            a.fired
+            a.fired,
+            timeline_links(a, base)
+        );
+    }
+    if result.attempts.iter().any(|a| !a.timelines.is_empty()) {
+        let _ = writeln!(
+            out,
+            "\nEach kept run's trace is a timeline (`trace/{}` in the run's directory; `run` is the attempt's run, `confirm-NN` its confirmation runs): open it in the Perfetto UI (ui.perfetto.dev, \"Open trace file\") or query it with trace_processor.",
+            crate::search::attempts::TIMELINE_FILE
         );
     }
     if !result.pruned.attempts.is_empty() {
@@ -303,6 +312,24 @@ fn attempts_section(out: &mut String, result: &SearchResult, base: &Path) {
         );
     }
     out.push('\n');
+}
+
+/// Links to an attempt's timelines, relative to the report, named by the run they show.
+fn timeline_links(a: &Attempt, base: &Path) -> String {
+    a.timelines
+        .iter()
+        .map(|t| {
+            let rel = t.strip_prefix(base).unwrap_or(t);
+            let label = match t.strip_prefix(&a.dir).ok().and_then(|r| r.components().next()) {
+                Some(first) if first.as_os_str().to_string_lossy().starts_with("confirm-") => {
+                    first.as_os_str().to_string_lossy().into_owned()
+                }
+                _ => "run".to_string(),
+            };
+            format!("[{label}]({})", rel.display())
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 pub fn render(
@@ -385,7 +412,6 @@ pub fn render(
 mod tests {
     use super::*;
     use crate::analysis::diagnose::{Candidate, FaultGuess, Verdict};
-    use crate::search::attempts::Attempt;
     use crate::search::confirm::Confirmation;
 
     const SCENARIO: &str = "name = \"kv\"\n[[nodes]]\nname = \"db1\"\ncommand = [\"kv\"]\n[[nodes]]\nname = \"db2\"\ncommand = [\"kv\"]\n\
@@ -417,6 +443,10 @@ mod tests {
                 dir: "/out/attempts/001".into(),
                 note: None,
                 runs_pruned: false,
+                timelines: vec![
+                    "/out/attempts/001/reproducer-run-a/trace/trace.perfetto".into(),
+                    "/out/attempts/001/confirm-01/reproducer-run-b/trace/trace.perfetto".into(),
+                ],
             }],
             runs: 12,
             schedules_tried: 3,
@@ -515,7 +545,8 @@ mod tests {
             "```toml\n[[faults]]\nnode = \"db1\"",
             "- without fault 4 (pause of db2)",
             "| 1 | 1 | crash / pause | yes | 2/2 |",
-            "| attempts/001 |",
+            "| attempts/001 | [run](attempts/001/reproducer-run-a/trace/trace.perfetto) [confirm-01](attempts/001/confirm-01/reproducer-run-b/trace/trace.perfetto) |",
+            "open it in the Perfetto UI",
         ] {
             assert!(text.contains(needle), "{needle:?} in\n{text}");
         }

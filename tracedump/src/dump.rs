@@ -411,9 +411,31 @@ impl Dump {
 
     /// Every event, resolved and ordered by time.
     pub fn events(&self) -> Vec<Event> {
+        self.events_with_spans().into_iter().map(|(e, _)| e).collect()
+    }
+
+    /// Every event, resolved and ordered by time, with how long the gaps and pauses lasted
+    /// in ns (the events themselves say it to the millisecond).
+    pub fn events_with_spans(&self) -> Vec<(Event, Option<u64>)> {
         let resolver = Resolver::new(self);
-        let mut events: Vec<Event> = self.records.iter().map(|r| resolver.event(r)).collect();
-        events.sort_by_key(|e| e.ts_ns);
+        let mut events: Vec<(Event, Option<u64>)> = self
+            .records
+            .iter()
+            .map(|r| {
+                let event = resolver.event(r);
+                let span = match (&r.payload, &event.what) {
+                    (Payload::NetworkGap { gap_ns, .. }, _) => Some(*gap_ns),
+                    (Payload::ProcessState { duration_ns, .. }, What::ProcessState(p))
+                        if matches!(p.state, State::Paused { .. }) =>
+                    {
+                        Some(*duration_ns)
+                    }
+                    _ => None,
+                };
+                (event, span)
+            })
+            .collect();
+        events.sort_by_key(|(e, _)| e.ts_ns);
         events
     }
 }

@@ -2,8 +2,9 @@
 //! The dump file format (reader and writer), the records of the in-memory window it holds,
 //! the typed event model those records resolve to (JSON is one view of it), the values
 //! bpf/events.h defines, syscall/errno/signal names, process info, loss counters, the one
-//! atomic file writer, and the function symbols of ELF binaries. tracerd writes dumps with
-//! it; the reproducer's analysis reads them with it and never links libbpf.
+//! atomic file writer, the function symbols of ELF binaries, several dumps merged on one
+//! clock, and their export as a Perfetto trace. tracerd writes dumps with it; the
+//! reproducer's analysis reads them with it and never links libbpf.
 pub mod abi;
 pub mod addr;
 pub mod atomic;
@@ -11,6 +12,8 @@ pub mod counters;
 pub mod dump;
 pub mod elf;
 pub mod event;
+pub mod merge;
+pub mod perfetto;
 pub mod process;
 pub mod record;
 mod syscall_tables;

@@ -14,10 +14,12 @@ use signal_hook::consts::{SIGINT, SIGTERM, SIGUSR1};
 
 use crate::capture::take_dump_with;
 use crate::config::Config;
-use crate::dump::TriggerInfo;
+use crate::dump::{ClockPair, TriggerInfo};
 use crate::engine::Engine;
 use crate::metrics::{Exporter, Snapshot};
 use crate::recorder::Recorder;
+use crate::triggers::OngoingPause;
+use tracedump::abi::comm_bytes;
 
 type Reply = Sender<std::result::Result<PathBuf, String>>;
 
@@ -225,6 +227,41 @@ fn snapshot<'a>(engine: &Engine, rec: &'a Recorder, state: &DumpState<'_>) -> Re
     })
 }
 
+/// How often the pause rule looks at the pauses still going on: it fires within this of a
+/// pause reaching its threshold.
+const PAUSE_LOOK_EVERY: Duration = Duration::from_millis(100);
+
+/// Hands the pauses going on now to the pause rule, at most every [`PAUSE_LOOK_EVERY`]; reads
+/// the kernel's map of paused threads (at most its 16384 entries, in a few batch reads) only
+/// when the rule is on and some target thread is paused.
+fn look_at_ongoing_pauses(engine: &Engine, rec: &mut Recorder, last: &mut Instant) {
+    let Some(t) = rec.triggers.as_mut().filter(|t| t.watches_ongoing_pauses()) else {
+        return;
+    };
+    if last.elapsed() < PAUSE_LOOK_EVERY {
+        return;
+    }
+    *last = Instant::now();
+    let now_ns = ClockPair::now().boottime_ns;
+    if !engine.any_paused() {
+        t.check_ongoing_pauses([], now_ns);
+        return;
+    }
+    match engine.pauses() {
+        Ok(paused) => t.check_ongoing_pauses(
+            paused.into_iter().map(|(tid, p)| OngoingPause {
+                pid: p.tgid,
+                tid,
+                start_ns: p.start_ns,
+                cause: p.cause as u8,
+                comm: comm_bytes(&p.comm),
+            }),
+            now_ns,
+        ),
+        Err(e) => log::debug!("reading the paused threads: {e:#}"),
+    }
+}
+
 /// Runs the daemon until SIGTERM or SIGINT.
 pub fn run(config: Config) -> Result<()> {
     let (tx, rx) = crossbeam_channel::unbounded();
@@ -274,7 +311,9 @@ pub fn run(config: Config) -> Result<()> {
         .metrics_textfile
         .as_deref()
         .map(|p| Exporter::new(p, config.metrics_interval_ms));
+    let mut pauses_looked = Instant::now();
     let why = engine.run(&mut rec, Duration::from_millis(100), |engine, rec| {
+        look_at_ongoing_pauses(engine, rec, &mut pauses_looked);
         let flow = handle_commands(&rx, &mut state, engine, rec);
         if let Some(x) = &mut exporter {
             x.tick(|| snapshot(engine, rec, &state));

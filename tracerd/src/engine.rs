@@ -466,6 +466,20 @@ impl Engine {
         Ok(out)
     }
 
+    /// Whether any target thread may be paused now: the kernel's count of entries in the
+    /// pauses map, read from the program's memory without a system call.
+    pub fn any_paused(&self) -> bool {
+        match self.skel.maps.bss_data.as_deref() {
+            Some(bss) => {
+                // SAFETY: a u64 in the BPF program's mmapped .bss, written by the kernel at
+                // any time: read once, as a volatile load.
+                let pending = unsafe { std::ptr::read_volatile(&bss.pending_pauses) };
+                pending != 0
+            }
+            None => true,
+        }
+    }
+
     /// Threads paused now (for pauses still going on at dump time), with their tids.
     pub fn pauses(&self) -> Result<Vec<(u32, tracerd_pause)>> {
         let mut out = Vec::new();

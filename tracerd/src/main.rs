@@ -1,4 +1,5 @@
-//! The `tracerd` command line: run the daemon, ask it for a dump, read a dump.
+//! The `tracerd` command line: run the daemon, ask it for a dump, read a dump, export dumps
+//! as a timeline.
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -101,6 +102,18 @@ enum Command {
     /// Print the paths this kernel gets (probed at start; needs root): uprobe-multi links or
     /// single uprobes, and how the end of a process is seen
     Kernel,
+    /// Write dumps as one timeline (several dumps merge on their wall clocks)
+    Export {
+        /// Format of the timeline: a Perfetto trace (opens in ui.perfetto.dev and trace_processor)
+        #[arg(long, value_enum)]
+        format: ExportFormat,
+        /// The dumps to merge
+        #[arg(required = true, value_name = "DUMP")]
+        dumps: Vec<PathBuf>,
+        /// The file to write
+        #[arg(short = 'o', long = "output", value_name = "FILE")]
+        output: PathBuf,
+    },
     /// Print a dump: summary and events, or one JSON object per event
     Inspect {
         file: PathBuf,
@@ -111,6 +124,50 @@ enum Command {
         #[arg(long, conflicts_with = "json")]
         meta: bool,
     },
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum ExportFormat {
+    Perfetto,
+}
+
+/// Refuses an output path that cannot be written before reading any dump.
+fn check_output(path: &std::path::Path) -> Result<()> {
+    if path.is_dir() {
+        anyhow::bail!("-o {}: is a directory; name the file to write", path.display());
+    }
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => std::path::Path::new("."),
+    };
+    if !dir.is_dir() {
+        anyhow::bail!(
+            "-o {}: directory {} does not exist",
+            path.display(),
+            dir.display()
+        );
+    }
+    Ok(())
+}
+
+fn export(format: ExportFormat, dumps: &[PathBuf], output: &std::path::Path) -> Result<()> {
+    check_output(output)?;
+    let merged = tracedump::merge::Merged::read(dumps)?;
+    match format {
+        ExportFormat::Perfetto => {
+            let s = tracedump::perfetto::write(&merged, output)?;
+            println!(
+                "{}: {} events of {} dumps ({} hosts, {} processes, {} threads)",
+                output.display(),
+                s.events,
+                merged.dumps.len(),
+                s.hosts,
+                s.processes,
+                s.threads
+            );
+        }
+    }
+    Ok(())
 }
 
 fn effective_config(a: RunArgs) -> Result<Config> {
@@ -205,6 +262,11 @@ fn main_inner(cli: Cli) -> Result<()> {
             }
             Ok(())
         }
+        Command::Export {
+            format,
+            dumps,
+            output,
+        } => export(format, &dumps, &output),
         Command::Kernel => {
             if !nix::unistd::geteuid().is_root() {
                 anyhow::bail!("probing the kernel loads a BPF program: run as root");

@@ -3,7 +3,11 @@
 //! and the pending dump that is taken once the settle delay has passed.
 //!
 //! A check costs a match on the event kind and a few compares; nothing is allocated unless
-//! a rule fires and is not suppressed.
+//! a rule fires and is not suppressed. A pause is recorded when it ends, which is too late
+//! for an operator who wants the dump while the service is stuck: the pause rule also looks
+//! at the pauses still going on (the daemon hands them over periodically) and fires once a
+//! pause has lasted its threshold; the record of that pause's end then fires nothing more.
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -136,6 +140,17 @@ struct Pending {
     info: TriggerInfo,
 }
 
+/// A thread paused now (an entry of the kernel's map of paused threads).
+#[derive(Clone, Copy, Debug)]
+pub struct OngoingPause {
+    pub pid: u32,
+    pub tid: u32,
+    /// CLOCK_BOOTTIME
+    pub start_ns: u64,
+    pub cause: u8,
+    pub comm: [u8; 16],
+}
+
 pub struct Triggers {
     rules: Vec<RuleState>,
     min_interval: Duration,
@@ -144,6 +159,12 @@ pub struct Triggers {
     /// /proc/vmstat oom_kill when last read: a kernel SIGKILL is the OOM killer's when it grew
     oom_kills: u64,
     has_syscall_rules: bool,
+    /// the pause rule's threshold, if there is one
+    pause_min_ns: Option<u64>,
+    /// pauses (tid, start) the pause rule took while they went on, with how many looks in a
+    /// row missed them; one missed twice has ended and its end record was seen (records are
+    /// drained before each look), so it is forgotten
+    ongoing_taken: HashMap<(u32, u64), u8>,
 }
 
 /// Validates `c`, naming the rule at fault.
@@ -224,6 +245,11 @@ impl Triggers {
         let rules = compile(c, "triggers")?;
         Ok(Triggers {
             has_syscall_rules: rules.iter().any(|r| matches!(r.rule, Rule::Syscall { .. })),
+            pause_min_ns: rules.iter().find_map(|r| match r.rule {
+                Rule::Pause { min_ns } => Some(min_ns),
+                _ => None,
+            }),
+            ongoing_taken: HashMap::new(),
             rules,
             min_interval: Duration::from_millis(c.min_interval_ms),
             settle: Duration::from_millis(c.settle_ms),
@@ -235,6 +261,51 @@ impl Triggers {
     /// Whether `check` looks at the paths of failed syscalls (any syscall rule).
     pub fn wants_paths(&self) -> bool {
         self.has_syscall_rules
+    }
+
+    /// Whether `check_ongoing_pauses` has anything to do (there is a pause rule).
+    pub fn watches_ongoing_pauses(&self) -> bool {
+        self.pause_min_ns.is_some()
+    }
+
+    /// Fires the pause rule for each pause in `paused` (every thread paused now) that has
+    /// lasted past the threshold at `now_ns` (CLOCK_BOOTTIME), once per pause.
+    pub fn check_ongoing_pauses(&mut self, paused: impl IntoIterator<Item = OngoingPause>, now_ns: u64) {
+        let Some(min_ns) = self.pause_min_ns else {
+            return;
+        };
+        for missed in self.ongoing_taken.values_mut() {
+            *missed += 1;
+        }
+        for p in paused {
+            if let Some(missed) = self.ongoing_taken.get_mut(&(p.tid, p.start_ns)) {
+                *missed = 0;
+                continue;
+            }
+            let duration_ns = now_ns.saturating_sub(p.start_ns);
+            if duration_ns <= min_ns {
+                continue;
+            }
+            self.ongoing_taken.insert((p.tid, p.start_ns), 0);
+            self.check_process(&Record {
+                ts_ns: p.start_ns,
+                pid: p.pid,
+                tid: p.tid,
+                comm: p.comm,
+                payload: Payload::ProcessState {
+                    state: STATE_PAUSED,
+                    cause: p.cause,
+                    signal: 0,
+                    core_dumped: false,
+                    ongoing: true,
+                    exit_code: 0,
+                    sender_pid: 0,
+                    duration_ns,
+                    sender_comm: Default::default(),
+                },
+            });
+        }
+        self.ongoing_taken.retain(|_, missed| *missed < 2);
     }
 
     /// Checks one event; `path` is the path argument of a failed syscall, if it had one.
@@ -278,11 +349,15 @@ impl Triggers {
             sender_pid,
             exit_code,
             duration_ns,
+            ongoing,
             ..
         } = r.payload
         else {
             return;
         };
+        // the end of a pause the rule already took while it went on
+        let taken =
+            state == STATE_PAUSED && !ongoing && self.ongoing_taken.remove(&(r.tid, r.ts_ns)).is_some();
         for i in 0..self.rules.len() {
             let hit = match self.rules[i].rule {
                 Rule::FatalSignal => {
@@ -299,13 +374,14 @@ impl Triggers {
                         && sender_pid == 0
                         && self.oom_kill_happened()
                 }
-                Rule::Pause { min_ns } => state == STATE_PAUSED && duration_ns > min_ns,
+                Rule::Pause { min_ns } => state == STATE_PAUSED && duration_ns > min_ns && !taken,
                 Rule::Syscall { .. } => false,
             };
             if hit {
                 self.fire(i, r, || match state {
                     STATE_KILLED => format!("killed by {}", signal_name(signal as u32)),
                     STATE_EXITED => format!("exited with code {exit_code}"),
+                    _ if ongoing => format!("paused {} ms, still paused", duration_ns / 1_000_000),
                     _ => format!("paused {} ms", duration_ns / 1_000_000),
                 });
             }
@@ -428,6 +504,67 @@ mod tests {
             (1, 1),
             "a SEGV sent by another process is not a crash"
         );
+    }
+
+    #[test]
+    fn a_pause_fires_while_it_goes_on_and_its_end_fires_nothing_more() {
+        let c = TriggerConfig {
+            fatal_signal: false,
+            pause_ms: 400,
+            min_interval_ms: 0,
+            settle_ms: 0,
+            ..TriggerConfig::default()
+        };
+        let mut t = Triggers::new(&c).unwrap();
+        assert!(t.watches_ongoing_pauses());
+        let ms = 1_000_000u64;
+        let paused = |start_ns| OngoingPause {
+            pid: 7,
+            tid: 7,
+            start_ns,
+            cause: 0,
+            comm: *b"stuck\0\0\0\0\0\0\0\0\0\0\0",
+        };
+        let ended = |start_ns, duration_ns| Record {
+            ts_ns: start_ns,
+            pid: 7,
+            tid: 7,
+            payload: Payload::ProcessState {
+                state: STATE_PAUSED,
+                cause: 0,
+                signal: 19,
+                core_dumped: false,
+                ongoing: false,
+                exit_code: 0,
+                sender_pid: 1,
+                duration_ns,
+                sender_comm: Default::default(),
+            },
+            ..Record::default()
+        };
+        t.check_ongoing_pauses([paused(1000 * ms)], 1300 * ms);
+        assert!(t.take_due(Instant::now()).is_none(), "not yet past the threshold");
+        t.check_ongoing_pauses([paused(1000 * ms)], 1500 * ms);
+        let info = t.take_due(Instant::now()).expect("fires while the pause goes on");
+        assert_eq!(
+            (info.rule.as_str(), info.pid, info.event.as_str()),
+            ("pause", 7, "paused 500 ms, still paused")
+        );
+        t.check_ongoing_pauses([paused(1000 * ms)], 1600 * ms);
+        t.check_ongoing_pauses([], 1700 * ms);
+        t.check(&ended(1000 * ms, 650 * ms), None);
+        assert!(t.take_due(Instant::now()).is_none(), "its end fires nothing more");
+        assert_eq!(t.counts().next().map(|c| (c.fired, c.suppressed)), Some((1, 0)));
+        assert!(t.ongoing_taken.is_empty());
+        // a pause seen only when it ended fires at its end, as before
+        t.check(&ended(2000 * ms, 450 * ms), None);
+        assert!(t.take_due(Instant::now()).is_some());
+        // a look that missed an ended pause twice forgets it
+        t.check_ongoing_pauses([paused(3000 * ms)], 3500 * ms);
+        assert!(t.take_due(Instant::now()).is_some());
+        t.check_ongoing_pauses([], 3600 * ms);
+        t.check_ongoing_pauses([], 3700 * ms);
+        assert!(t.ongoing_taken.is_empty());
     }
 
     #[test]

@@ -1,13 +1,14 @@
 //! The production timeline: the events of one or more tracerd dumps merged on one clock
-//! (each dump's clock pair turns its boot-time stamps into wall-clock time), each event
-//! tagged with the scenario node its process belongs to. Dumps of several hosts are mapped
-//! to nodes each on its own (a pid names a process only within its dump), so a fault in
-//! one host's dump and the symptom it caused in another's land on one timeline.
-use std::path::{Path, PathBuf};
+//! (tracedump's merge: each dump's clock pair turns its boot-time stamps into wall-clock
+//! time), each event tagged with the scenario node its process belongs to. Dumps of several
+//! hosts are mapped to nodes each on its own (a pid names a process only within its dump),
+//! so a fault in one host's dump and the symptom it caused in another's land on one timeline.
+use std::path::PathBuf;
 
 use anyhow::{bail, Result};
-use tracedump::dump::{Dump, Interface};
+use tracedump::dump::Interface;
 use tracedump::event::{Event, What};
+use tracedump::merge::{Merged, MergedDump};
 
 use super::nodemap::NodeMap;
 use crate::model::scenario::Scenario;
@@ -45,23 +46,40 @@ pub struct Timeline {
 }
 
 impl Timeline {
-    /// Reads `paths`; with a scenario, maps processes to nodes and refuses a dump none of
-    /// whose processes is a node.
+    /// Reads `paths` and merges them on the wall clock (tracedump's merge); with a scenario,
+    /// maps processes to nodes and refuses a dump none of whose processes is a node.
     pub fn load(paths: &[PathBuf], scenario: Option<&Scenario>) -> Result<Timeline> {
         if paths.is_empty() {
             bail!("no --trace given: name at least one tracerd dump");
         }
+        let merged = Merged::read(paths)?;
         let mut t = Timeline::default();
-        for (i, path) in paths.iter().enumerate() {
-            let dump = Dump::read(path)?;
-            t.add(i, path, &dump, scenario)?;
+        let mut maps = Vec::with_capacity(merged.dumps.len());
+        for (i, d) in merged.dumps.iter().enumerate() {
+            maps.push(t.add_dump(&merged, i, d, scenario)?);
         }
-        t.events.sort_by_key(|e| e.at_ns);
+        t.events = merged
+            .events
+            .into_iter()
+            .map(|e| TimedEvent {
+                at_ns: e.at_ns,
+                node: maps[e.dump].node(e.event.pid),
+                dump: e.dump,
+                event: e.event,
+            })
+            .collect();
         Ok(t)
     }
 
-    fn add(&mut self, index: usize, path: &Path, dump: &Dump, scenario: Option<&Scenario>) -> Result<()> {
-        let meta = &dump.meta;
+    /// Records dump `index` (its info, the functions it traced); returns its node map.
+    fn add_dump(
+        &mut self,
+        merged: &Merged,
+        index: usize,
+        dump: &MergedDump,
+        scenario: Option<&Scenario>,
+    ) -> Result<NodeMap> {
+        let (path, meta) = (&dump.path, &dump.meta);
         let map = scenario
             .map(|s| NodeMap::build_for(s, meta, &[]))
             .unwrap_or_default();
@@ -93,11 +111,14 @@ impl Timeline {
                 );
             }
         }
-        let events = dump.events();
-        for e in &events {
-            let What::Function(hit) = &e.what else { continue };
+        let mut events = 0;
+        for e in merged.events_of(index) {
+            events += 1;
+            let What::Function(hit) = &e.event.what else {
+                continue;
+            };
             if let Some(spec) = hit.spec() {
-                let node = map.node(e.pid);
+                let node = map.node(e.event.pid);
                 if !self.functions.iter().any(|(n, s)| *n == node && *s == spec) {
                     self.functions.push((node, spec));
                 }
@@ -106,25 +127,18 @@ impl Timeline {
         let mut nodes: Vec<usize> = meta.processes.iter().filter_map(|p| map.node(p.pid)).collect();
         nodes.sort_unstable();
         nodes.dedup();
-        let lost = meta.counters.lost_events();
         self.dumps.push(DumpInfo {
             path: path.to_path_buf(),
             host: meta.host.clone(),
-            events: events.len(),
+            events,
             mapped_processes: mapped,
             processes: meta.processes.len(),
             nodes,
             interfaces: meta.interfaces.clone(),
-            taken_ns: meta.clock.realtime_ns,
-            lost_events: lost,
+            taken_ns: dump.taken_ns(),
+            lost_events: meta.counters.lost_events(),
         });
-        self.events.extend(events.into_iter().map(|event| TimedEvent {
-            at_ns: event.realtime_ns,
-            node: map.node(event.pid),
-            dump: index,
-            event,
-        }));
-        Ok(())
+        Ok(map)
     }
 
     pub fn start_ns(&self) -> u64 {
@@ -143,6 +157,8 @@ mod tests {
     use tracedump::dump::{write_dump, ClockPair, DumpContents, DumpMeta, OpenFile, FORMAT_VERSION};
     use tracedump::process::ProcInfo;
     use tracedump::record::{BlobRef, Payload, Record};
+
+    use std::path::Path;
 
     use super::*;
     use crate::analysis::diagnose::{self, FaultGuess};

@@ -1,13 +1,15 @@
 //! The attempt log: every schedule the search tried, in `OUT/attempts.json` (rewritten
 //! atomically after each attempt, so an interrupted search leaves a readable log) and one
 //! directory per attempt, `OUT/attempts/NNN/` with its `schedule.toml` and its runs (only
-//! the runs that matter stay: see `retention`).
+//! the runs that matter stay: see `retention`). When the search ends, each run that stayed
+//! gets its trace as a Perfetto timeline beside its dumps (`trace/trace.perfetto`).
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use serde::Serialize;
 use tracedump::atomic;
+use tracedump::merge::Merged;
 
 use super::confirm::Confirmation;
 use super::retention::{self, AttemptRuns, Pruned};
@@ -30,7 +32,13 @@ pub struct Attempt {
     pub note: Option<String>,
     /// its run directories were removed to bound the disk (see retention)
     pub runs_pruned: bool,
+    /// the Perfetto timelines of its kept runs (its own run first, then its confirmation
+    /// runs), written when the search ends
+    pub timelines: Vec<PathBuf>,
 }
+
+/// The timeline of a run, in its trace directory beside the dumps.
+pub const TIMELINE_FILE: &str = "trace.perfetto";
 
 pub struct AttemptLog {
     out: PathBuf,
@@ -110,8 +118,114 @@ impl AttemptLog {
         self.keep_bytes
     }
 
-    /// The attempts, and what pruning removed.
-    pub fn finish(self) -> (Vec<Attempt>, Pruned) {
-        (self.attempts, self.pruned)
+    /// Writes the timelines of the runs that stayed; returns the attempts, and what pruning
+    /// removed.
+    pub fn finish(mut self) -> Result<(Vec<Attempt>, Pruned)> {
+        for runs in &self.kept_runs {
+            let timelines = export_timelines(runs);
+            if let Some(a) = self.attempts.iter_mut().find(|a| a.number == runs.number) {
+                a.timelines = timelines;
+            }
+        }
+        let json = serde_json::to_vec_pretty(&self.attempts)?;
+        atomic::write_bytes(&self.out.join("attempts.json"), atomic::SHARED, &json)?;
+        Ok((self.attempts, self.pruned))
+    }
+}
+
+/// Writes each run's trace (`trace/*.tdump`) as one Perfetto timeline beside it; returns the
+/// files written, the attempt's own run first. A run without a trace gets none; a trace
+/// that cannot be read gets none and a warning: the search's result does not depend on it.
+fn export_timelines(runs: &AttemptRuns) -> Vec<PathBuf> {
+    let mut dirs = runs.dirs.clone();
+    // the attempt's run is right under its directory, confirmation runs one level deeper
+    dirs.sort_by_key(|d| (d.components().count(), d.clone()));
+    let mut written = Vec::new();
+    for dir in dirs {
+        let trace_dir = dir.join("trace");
+        let mut dumps: Vec<PathBuf> = std::fs::read_dir(&trace_dir)
+            .map(|it| {
+                it.flatten()
+                    .map(|e| e.path())
+                    .filter(|p| p.extension().is_some_and(|x| x == "tdump"))
+                    .collect()
+            })
+            .unwrap_or_default();
+        if dumps.is_empty() {
+            continue;
+        }
+        dumps.sort();
+        let file = trace_dir.join(TIMELINE_FILE);
+        match Merged::read(&dumps).and_then(|m| tracedump::perfetto::write(&m, &file)) {
+            Ok(_) => written.push(file),
+            Err(e) => eprintln!("    no timeline for run {}: {e:#}", dir.display()),
+        }
+    }
+    written
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tracedump::dump::{write_dump, DumpContents, DumpMeta};
+    use tracedump::record::{Payload, Record};
+
+    fn attempt(number: u32, dir: PathBuf) -> Attempt {
+        Attempt {
+            number,
+            level: 1,
+            what: "crash".into(),
+            schedule: String::new(),
+            bug: false,
+            fired: String::new(),
+            confirmation: None,
+            dir,
+            note: None,
+            runs_pruned: false,
+            timelines: Vec::new(),
+        }
+    }
+
+    /// A run directory as the executor leaves it: its trace dump in `trace/`.
+    fn run_with_trace(dir: &Path) {
+        let trace = dir.join("trace");
+        std::fs::create_dir_all(&trace).unwrap();
+        let record = Record {
+            ts_ns: 5,
+            pid: 1,
+            tid: 1,
+            comm: [b'a'; 16],
+            payload: Payload::Function { function_id: 0 },
+        };
+        let contents = DumpContents {
+            meta: DumpMeta::default(),
+            records: vec![&record],
+            blobs: (0, Vec::new()),
+        };
+        write_dump(&trace, "run.tdump", &contents).unwrap();
+    }
+
+    #[test]
+    fn the_runs_that_stay_get_their_timelines_when_the_search_ends() {
+        let out = tempfile::tempdir().unwrap();
+        let mut log = AttemptLog::create(out.path(), u64::MAX).unwrap();
+        let dir = log.next_dir(&Schedule::default()).unwrap();
+        run_with_trace(&dir.join("reproducer-run-a"));
+        run_with_trace(&dir.join("confirm-01/reproducer-run-b"));
+        // a run that failed before its trace was taken
+        std::fs::create_dir_all(dir.join("confirm-02/reproducer-run-c")).unwrap();
+        log.push(attempt(1, dir.clone()), &BTreeSet::new(), None).unwrap();
+        let (attempts, _) = log.finish().unwrap();
+        assert_eq!(
+            attempts[0].timelines,
+            vec![
+                dir.join("reproducer-run-a/trace").join(TIMELINE_FILE),
+                dir.join("confirm-01/reproducer-run-b/trace").join(TIMELINE_FILE),
+            ],
+            "the attempt's run first, then its confirmation runs"
+        );
+        assert!(attempts[0].timelines.iter().all(|t| t.is_file()));
+        let json = std::fs::read_to_string(out.path().join("attempts.json")).unwrap();
+        assert!(json.contains("trace.perfetto"), "{json}");
     }
 }

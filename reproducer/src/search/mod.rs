@@ -305,7 +305,7 @@ impl<'a> Search<'a> {
         let schedule = plan.map(|p| p.schedule());
         let level = schedule.as_ref().map(level_of).unwrap_or(self.level);
         let keep_bytes = self.log.keep_bytes();
-        let (attempts, pruned) = self.log.finish();
+        let (attempts, pruned) = self.log.finish()?;
         if !pruned.attempts.is_empty() {
             eprintln!(
                 "run directories of {} attempts removed ({:.1} MB) to bound the disk; kept: the best, the first bug, the last {}, within --keep-bytes {keep_bytes}",
@@ -712,6 +712,7 @@ impl<'a> Search<'a> {
             dir: dir.clone(),
             note,
             runs_pruned: false,
+            timelines: Vec::new(),
         };
         if fb.bug && !plan.faults.is_empty() {
             let conf = self.confirm(&schedule, &dir)?;
@@ -925,6 +926,7 @@ impl<'a> Search<'a> {
             dir,
             note: None,
             runs_pruned: false,
+            timelines: Vec::new(),
         };
         self.push_attempt(attempt)?;
         Ok(conf.met.then_some(conf))
