@@ -52,7 +52,9 @@ fn assert_nothing_left() {
     );
 }
 
-fn reproduce_case(case: &str) {
+/// Runs `scripts/bench-repro CASE` and checks its result; returns report.md and the
+/// production dumps' file names.
+fn reproduce_case(case: &str) -> (String, Vec<String>) {
     require_root();
     let out = tempfile::tempdir().unwrap();
     let status = Command::new(workspace_root().join("scripts/bench-repro"))
@@ -93,6 +95,12 @@ fn reproduce_case(case: &str) {
     assert!(report.contains("**Reproduced**"), "{report}");
     check_kept_runs(&out.path().join(case).join("out"), &report);
     assert_nothing_left();
+    let mut dumps: Vec<String> = std::fs::read_dir(out.path().join(case).join("dumps"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    dumps.sort();
+    (report, dumps)
 }
 
 /// The runs of the attempts that matter stay (with `"kept": true`), the others are removed;
@@ -165,7 +173,13 @@ fn check_kept_runs(out: &std::path::Path, report: &str) {
 }
 
 /// Every fast case has its test below.
-const FAST_CASES: &[&str] = &["snapshot-read", "nth-connect", "torn-snapshot", "wal-disk-full"];
+const FAST_CASES: &[&str] = &[
+    "snapshot-read",
+    "nth-connect",
+    "torn-snapshot",
+    "wal-disk-full",
+    "journal-gap-two-hosts",
+];
 
 #[test]
 fn every_fast_case_is_tested() {
@@ -203,4 +217,34 @@ fn torn_snapshot() {
 #[test]
 fn wal_disk_full() {
     reproduce_case("wal-disk-full");
+}
+
+/// Two hosts, each with its own tracerd: the cause (the primary's failed journal write) is
+/// only in host-a's dump, the symptom (the replica's exit) only in host-b's; the diagnosis
+/// merges both and names each with its host.
+#[test]
+fn journal_gap_two_hosts() {
+    let (report, dumps) = reproduce_case("journal-gap-two-hosts");
+    assert_eq!(dumps.len(), 2, "one dump per host: {dumps:?}");
+    assert!(
+        dumps[0].starts_with("tracerd-host_a-") && dumps[1].starts_with("tracerd-host_b-"),
+        "{dumps:?}"
+    );
+    for want in [
+        "dumps (2), merged on wall-clock time",
+        "nodes: primary\n",
+        "nodes: replica\n",
+        "replica@host-b: exited with status 1",
+        "primary@host-a: write failed with ENOSPC on ",
+    ] {
+        assert!(
+            report.contains(want),
+            "{want:?} missing from the report:\n{report}"
+        );
+    }
+    let cause = report.lines().find(|l| l.contains("  1. ")).unwrap_or_default();
+    assert!(
+        cause.contains("primary@host-a: write failed with ENOSPC"),
+        "the first candidate is host-a's failed write: {cause}\n{report}"
+    );
 }

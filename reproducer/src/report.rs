@@ -213,7 +213,7 @@ fn timeline_lines<'a>(t: &'a Timeline, d: &Diagnosis, until: u64) -> Vec<Line<'a
         .collect()
 }
 
-fn timeline_section(out: &mut String, t: &Timeline, d: &Diagnosis, scenario: &Scenario) {
+pub(crate) fn timeline_section(out: &mut String, t: &Timeline, d: &Diagnosis, scenario: &Scenario) {
     let until = d.symptoms.first().map(|s| s.at_ns).unwrap_or(d.end_ns);
     let lines = timeline_lines(t, d, until);
     let _ = writeln!(
@@ -226,10 +226,24 @@ fn timeline_section(out: &mut String, t: &Timeline, d: &Diagnosis, scenario: &Sc
         "Every event the diagnosis used (faults, symptoms, network gaps, failures it did not find benign, context functions) and the last {TIMELINE_EVENTS} lines of the others, up to the first symptom and the 2 s after it; runs of alike events are folded into one line (×N). Times are relative to the first symptom.\n"
     );
     let _ = writeln!(out, "```");
+    // with dumps of several hosts, each line says whose dump it is in: "replica@db2"
+    let place = |e: &TimedEvent| {
+        let node = e.node.map(|n| scenario.nodes[n].name.as_str()).unwrap_or("?");
+        match t.dumps.len() > 1 {
+            true => format!("{node}@{}", e.event.host),
+            false => node.to_string(),
+        }
+    };
+    let width = lines
+        .iter()
+        .map(|l| place(l.first).len())
+        .max()
+        .unwrap_or(0)
+        .max(10);
     for l in &lines {
         let e = l.first;
         let dt = e.at_ns as i128 - until as i128;
-        let node = e.node.map(|n| scenario.nodes[n].name.as_str()).unwrap_or("?");
+        let node = place(e);
         let folded = if l.count > 1 {
             format!(
                 "  (×{} over {:.1} s)",
@@ -241,7 +255,7 @@ fn timeline_section(out: &mut String, t: &Timeline, d: &Diagnosis, scenario: &Sc
         };
         let _ = writeln!(
             out,
-            "{:>+10.3} s  {:<10} {}{folded}",
+            "{:>+10.3} s  {:<width$} {}{folded}",
             dt as f64 / 1e9,
             node,
             e.event.describe()
@@ -460,6 +474,8 @@ mod tests {
             node: Some(0),
             who: "db1".into(),
             pid: 1,
+            host: "h".into(),
+            dump: 0,
             at_ns: 0,
             occurrences: 1,
             profile_per_s: None,
@@ -476,6 +492,7 @@ mod tests {
             end_ns: 0,
             unmapped_events: 0,
             notes: Vec::new(),
+            dumps: Vec::new(),
         }
     }
 

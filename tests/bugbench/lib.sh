@@ -10,6 +10,11 @@
 # it creates is removed, by bb_cleanup: after every attempt, on exit, on failure and on
 # Ctrl-C.
 #
+# Several hosts: a case whose case.toml has `hosts = ["HOST=NODE+NODE...", ...]` runs one
+# tracerd per host, each tracing only that host's nodes (bb_node starts a node through
+# `bbnode-HOST`, the tracerd of HOST targets that comm) under the host name HOST (its own
+# UTS namespace), and bb_dump asks every one of them: one dump per host.
+#
 # Environment:
 #   BB_BUILD   where programs are built (default target/bugbench, relative to the repo root);
 #              the binaries go to $BB_BUILD/bin, which is put first on PATH
@@ -28,14 +33,17 @@ export BB_BUILD
 case ":$PATH:" in *":$BB_BUILD/bin:"*) ;; *) export PATH="$BB_BUILD/bin:$PATH" ;; esac
 
 BB_WORK=""          # the current attempt's work directory (like a reproducer run's {workdir})
-BB_TRACERD_PID=""
 BB_NETNS=()         # namespaces created by bb_net_up
 BB_VETHS=()         # host-side veths created by bb_net_up
 BB_BRIDGE=""
 BB_MOUNTS=()        # mount points to unmount on cleanup (bb_track_mount)
 declare -A BB_PIDS=()   # node name -> pid (also its process group: nodes run under setsid)
 BB_REASON=""        # why the last attempt failed (one line)
-BB_DUMP=""          # the dump of the successful attempt
+BB_DUMP=""          # the dump of the successful attempt (the first host's)
+BB_DUMPS=()         # every host's dump of the successful attempt, in case.toml's order
+BB_HOSTS=()         # case.toml's hosts, in order (empty: one host, one tracerd)
+declare -A BB_HOST_OF=()        # node -> its host
+declare -A BB_TRACERD_PIDS=()   # host (_: the only one) -> its tracerd
 
 bb_log() { printf '[%s] %s\n' "${BB_CASE:-bugbench}" "$*" >&2; }
 
@@ -83,8 +91,32 @@ bb_init() {
   install_packages iproute2 procps util-linux gcc libc6-dev ${BB_PACKAGES:-}
   bb_build
   TRACERD_BIN="$(bb_tracerd_bin)"
+  bb_read_hosts "$(cd "$(dirname "$0")" && pwd)/case.toml"
   trap 'bb_log interrupted; bb_cleanup; exit 130' INT TERM
   trap 'bb_cleanup' EXIT
+}
+
+# bb_read_hosts CASE_TOML: reads the case's `hosts` (none: one host) into BB_HOSTS and
+# BB_HOST_OF, and makes each host's node starter bbnode-HOST (a link to bbnode: its comm is
+# what that host's tracerd targets). A host name is at most 8 of [a-z0-9-], so that
+# "bbnode-HOST" fits a comm (15 characters).
+bb_read_hosts() {
+  local spec host node nodes
+  BB_HOSTS=()
+  BB_HOST_OF=()
+  [ -f "$1" ] || return 0
+  for spec in $(sed -n 's/^hosts[[:space:]]*=[[:space:]]*//p' "$1" | head -n 1 | tr -d '[],"'); do
+    host="${spec%%=*}"
+    nodes="${spec#*=}"
+    [[ "$spec" == *=* && "$host" =~ ^[a-z0-9-]{1,8}$ && -n "$nodes" ]] \
+      || die "$1: hosts entry '$spec' is not HOST=NODE[+NODE...] with HOST at most 8 of [a-z0-9-]"
+    BB_HOSTS+=("$host")
+    for node in ${nodes//+/ }; do
+      [ -z "${BB_HOST_OF[$node]:-}" ] || die "$1: node $node is on two hosts"
+      BB_HOST_OF[$node]="$host"
+    done
+    ln -sfn bbnode "$BB_BUILD/bin/bbnode-$host"
+  done
 }
 
 # bb_workdir: a fresh work directory with one subdirectory per node name given.
@@ -162,51 +194,84 @@ bb_net_down() {
 # bb_tracerd_start: starts tracerd targeting the processes started with bb_node (comm
 # "bbnode" at their start; see programs/bbnode.c) and their descendants, dumping to
 # $OUT_DIR, tracing the functions of $FUNCTIONS_FILE if given; waits until it is ready.
-# Gaps and pauses count from 1 s, like the reproducer's own trace of a run.
+# Gaps and pauses count from 1 s, like the reproducer's own trace of a run. With several
+# hosts: one tracerd per host, each targeting comm "bbnode-HOST" under host name HOST.
 bb_tracerd_start() {
-  local cfg="$BB_WORK/tracerd.toml"
+  if [ ${#BB_HOSTS[@]} -eq 0 ]; then
+    bb_tracerd_launch "" bbnode
+    return 0
+  fi
+  local host
+  for host in "${BB_HOSTS[@]}"; do bb_tracerd_launch "$host" "bbnode-$host"; done
+}
+
+# bb_tracerd_conf HOST: the config of HOST's tracerd ("": the only one).
+bb_tracerd_conf() { echo "$BB_WORK/tracerd${1:+-$1}.toml"; }
+
+# bb_tracerd_launch HOST COMM: one tracerd targeting COMM; HOST "" runs it as it is, else
+# in a UTS namespace of its own whose host name is HOST (the dump's `host`).
+bb_tracerd_launch() {
+  local host="$1" cfg log pid
+  cfg="$(bb_tracerd_conf "$host")"
+  log="$BB_WORK/tracerd${host:+-$host}.log"
   {
     echo "dump_dir = \"$OUT_DIR\""
-    echo "control_socket = \"$BB_WORK/tracerd.sock\""
+    echo "control_socket = \"$BB_WORK/tracerd${host:+-$host}.sock\""
     echo "ring_events = 200000"
     echo "gap_ms = 1000"
     echo "pause_ms = 1000"
-    echo "target_comm = [\"bbnode\"]"
+    echo "target_comm = [\"$2\"]"
     [ -n "$FUNCTIONS_FILE" ] && echo "functions = \"$FUNCTIONS_FILE\""
   } > "$cfg"
-  "$TRACERD_BIN" run --config "$cfg" > "$BB_WORK/tracerd.log" 2>&1 &
-  BB_TRACERD_PID=$!
+  if [ -z "$host" ]; then
+    "$TRACERD_BIN" run --config "$cfg" > "$log" 2>&1 &
+  else
+    # /proc/sys/kernel/hostname is the host name of the writer's UTS namespace: the new one
+    # shellcheck disable=SC2016
+    unshare --uts sh -c 'echo "$1" > /proc/sys/kernel/hostname && shift && exec "$@"' sh "$host" \
+      "$TRACERD_BIN" run --config "$cfg" > "$log" 2>&1 &
+  fi
+  pid=$!
+  BB_TRACERD_PIDS[${host:-_}]=$pid
   local i
   for i in $(seq 600); do
-    grep -q 'ready' "$BB_WORK/tracerd.log" && return 0
-    kill -0 "$BB_TRACERD_PID" 2>/dev/null || break
+    grep -q 'ready' "$log" && return 0
+    kill -0 "$pid" 2>/dev/null || break
     sleep 0.05
   done
-  die "tracerd did not start: $(tail -n 3 "$BB_WORK/tracerd.log" | tr '\n' ' ')"
+  die "tracerd${host:+ of host $host} did not start: $(tail -n 3 "$log" | tr '\n' ' ')"
 }
 
-# bb_dump: asks tracerd for a dump; sets BB_DUMP to its path. Fails (BB_REASON set) when
-# tracerd cannot be reached or writes no dump.
+# bb_dump: asks tracerd (every host's) for a dump; sets BB_DUMPS to their paths, in
+# case.toml's order, and BB_DUMP to the first. Fails (BB_REASON set) when a tracerd cannot
+# be reached or writes no dump.
 bb_dump() {
-  local out
-  if ! out="$("$TRACERD_BIN" dump --config "$BB_WORK/tracerd.toml" 2>&1)"; then
-    local state="running"
-    kill -0 "$BB_TRACERD_PID" 2>/dev/null || state="not running"
-    bb_fail "tracerd dump failed (tracerd $state): $out; tracerd log: $(tail -n 2 "$BB_WORK/tracerd.log" | tr '\n' ' ')"
-    return 1
-  fi
-  BB_DUMP="$out"
-  [ -f "$BB_DUMP" ] || { bb_fail "tracerd printed $BB_DUMP, which is not a file"; BB_DUMP=""; return 1; }
+  local host out hosts=("${BB_HOSTS[@]}")
+  [ ${#hosts[@]} -gt 0 ] || hosts=("")
+  BB_DUMPS=()
+  for host in "${hosts[@]}"; do
+    if ! out="$("$TRACERD_BIN" dump --config "$(bb_tracerd_conf "$host")" 2>&1)"; then
+      local state="running" log="$BB_WORK/tracerd${host:+-$host}.log"
+      kill -0 "${BB_TRACERD_PIDS[${host:-_}]}" 2>/dev/null || state="not running"
+      bb_fail "tracerd${host:+ of host $host} dump failed (tracerd $state): $out; tracerd log: $(tail -n 2 "$log" | tr '\n' ' ')"
+      return 1
+    fi
+    [ -f "$out" ] || { bb_fail "tracerd printed $out, which is not a file"; BB_DUMPS=(); return 1; }
+    BB_DUMPS+=("$out")
+  done
+  BB_DUMP="${BB_DUMPS[0]}"
 }
 
 bb_tracerd_stop() {
-  [ -n "$BB_TRACERD_PID" ] || return 0
-  kill -TERM "$BB_TRACERD_PID" 2>/dev/null || true
-  local i
-  for i in $(seq 100); do kill -0 "$BB_TRACERD_PID" 2>/dev/null || break; sleep 0.05; done
-  kill -KILL "$BB_TRACERD_PID" 2>/dev/null || true
-  wait "$BB_TRACERD_PID" 2>/dev/null || true
-  BB_TRACERD_PID=""
+  local host pid i
+  for host in "${!BB_TRACERD_PIDS[@]}"; do
+    pid="${BB_TRACERD_PIDS[$host]}"
+    kill -TERM "$pid" 2>/dev/null || true
+    for i in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
+    kill -KILL "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  done
+  BB_TRACERD_PIDS=()
 }
 
 # bb_start NAME NETNS|- CMD...: starts a process like the reproducer starts a node: cwd
@@ -225,11 +290,16 @@ bb_start() {
   BB_PIDS[$node]=$!
 }
 
-# bb_node NODE NETNS|- CMD...: bb_start of a node, traced by tracerd (through bbnode).
+# bb_node NODE NETNS|- CMD...: bb_start of a node, traced by tracerd (through bbnode; with
+# several hosts, through bbnode-HOST of the node's host: traced by that host's tracerd only).
 bb_node() {
-  local node="$1" ns="$2"
+  local node="$1" ns="$2" starter=bbnode
   shift 2
-  bb_start "$node" "$ns" bbnode "$@"
+  if [ ${#BB_HOSTS[@]} -gt 0 ]; then
+    [ -n "${BB_HOST_OF[$node]:-}" ] || die "node $node is on none of case.toml's hosts"
+    starter="bbnode-${BB_HOST_OF[$node]}"
+  fi
+  bb_start "$node" "$ns" "$starter" "$@"
 }
 
 # bb_alive NODE: the node's process is running (not a zombie).
@@ -291,16 +361,17 @@ bb_cleanup() {
 }
 
 # bb_attempts N FUNCTION: calls FUNCTION up to N times, cleaning up after each attempt,
-# until it returns 0 with BB_DUMP set; prints the dump's path on stdout. FUNCTION returns
+# until it returns 0 with BB_DUMP set; prints the dump's path on stdout (one line per
+# host's dump with several hosts). FUNCTION returns
 # non-zero after setting BB_REASON when the bug did not show.
 bb_attempts() {
   # (names that cannot shadow the caller's: bash scoping is dynamic)
   local _bb_n="$1" _bb_fn="$2" _bb_i
   for _bb_i in $(seq "$_bb_n"); do
-    BB_REASON="" BB_DUMP=""
+    BB_REASON="" BB_DUMP="" BB_DUMPS=()
     if "$_bb_fn" && [ -n "$BB_DUMP" ]; then
       bb_cleanup
-      echo "$BB_DUMP"
+      printf '%s\n' "${BB_DUMPS[@]}"
       return 0
     fi
     bb_log "attempt $_bb_i/$_bb_n: ${BB_REASON:-failed}"

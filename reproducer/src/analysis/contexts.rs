@@ -15,11 +15,13 @@ use tracedump::event::What;
 
 use super::timeline::Timeline;
 
-/// One question: which functions did `node` (or, when `node` is None, process `pid`) enter
-/// strictly between `since_ns` and `before_ns`?
+/// One question: which functions did `node` (or, when `node` is None, process `pid` of dump
+/// `dump`: a pid names a process only on its host) enter strictly between `since_ns` and
+/// `before_ns`?
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ContextQuery {
     pub node: Option<usize>,
+    pub dump: usize,
     pub pid: u32,
     pub since_ns: u64,
     pub before_ns: u64,
@@ -30,14 +32,15 @@ pub struct ContextQuery {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum Key {
     Node(usize),
-    Pid(u32),
+    /// (dump, pid)
+    Process(usize, u32),
 }
 
 impl ContextQuery {
     fn key(&self) -> Key {
         match self.node {
             Some(n) => Key::Node(n),
-            None => Key::Pid(self.pid),
+            None => Key::Process(self.dump, self.pid),
         }
     }
 }
@@ -49,7 +52,7 @@ struct HitIndex {
     /// per node (by index), when asked about: (time, function) of each hit
     nodes: Vec<Option<Vec<(u64, u32)>>>,
     /// the same per process asked about (questions without a node)
-    pids: HashMap<u32, Vec<(u64, u32)>>,
+    pids: HashMap<(usize, u32), Vec<(u64, u32)>>,
 }
 
 impl HitIndex {
@@ -69,8 +72,8 @@ impl HitIndex {
                     }
                     index.nodes[n] = Some(Vec::new());
                 }
-                Key::Pid(pid) => {
-                    index.pids.insert(pid, Vec::new());
+                Key::Process(dump, pid) => {
+                    index.pids.insert((dump, pid), Vec::new());
                 }
             }
         }
@@ -88,7 +91,8 @@ impl HitIndex {
             let node_asked = e
                 .node
                 .is_some_and(|n| matches!(index.nodes.get(n), Some(Some(_))));
-            let pid_asked = !index.pids.is_empty() && index.pids.contains_key(&e.event.pid);
+            let process = (e.dump, e.event.pid);
+            let pid_asked = !index.pids.is_empty() && index.pids.contains_key(&process);
             if !node_asked && !pid_asked {
                 continue;
             }
@@ -107,7 +111,7 @@ impl HitIndex {
                 }
             }
             if pid_asked {
-                if let Some(hits) = index.pids.get_mut(&e.event.pid) {
+                if let Some(hits) = index.pids.get_mut(&process) {
                     hits.push((e.at_ns, id));
                 }
             }
@@ -118,7 +122,7 @@ impl HitIndex {
     fn hits(&self, key: Key) -> &[(u64, u32)] {
         let hits = match key {
             Key::Node(n) => self.nodes.get(n).and_then(Option::as_ref),
-            Key::Pid(pid) => self.pids.get(&pid),
+            Key::Process(dump, pid) => self.pids.get(&(dump, pid)),
         };
         hits.map(Vec::as_slice).unwrap_or_default()
     }
@@ -216,7 +220,7 @@ mod tests {
             }
             let same = match q.node {
                 Some(n) => e.node == Some(n),
-                None => e.event.pid == q.pid,
+                None => e.event.pid == q.pid && e.dump == q.dump,
             };
             if !same {
                 continue;
@@ -280,7 +284,8 @@ mod tests {
                 TimedEvent {
                     at_ns,
                     node,
-                    dump: 0,
+                    // the same pids on two hosts
+                    dump: rng.below(2) as usize,
                     event,
                 }
             })
@@ -303,6 +308,7 @@ mod tests {
                     let pid = 10 + rng.below(6) as u32;
                     ContextQuery {
                         node: (rng.below(3) > 0).then_some(rng.below(4) as usize),
+                        dump: rng.below(2) as usize,
                         pid,
                         // some windows are empty or backwards
                         since_ns: a.min(b) + rng.below(2) * 1000,
@@ -321,6 +327,7 @@ mod tests {
     fn nothing_to_answer_from_an_empty_timeline() {
         let q = ContextQuery {
             node: Some(0),
+            dump: 0,
             pid: 1,
             since_ns: 0,
             before_ns: u64::MAX,

@@ -126,6 +126,9 @@ pub struct Candidate {
     pub node: Option<usize>,
     pub who: String,
     pub pid: u32,
+    /// the host whose dump shows it, and that dump's place among the dumps given
+    pub host: String,
+    pub dump: usize,
     /// wall-clock start of the fault (a pause or gap starts `duration` before its event)
     pub at_ns: u64,
     /// how many times production saw this signature
@@ -159,7 +162,18 @@ pub struct Symptom {
     pub at_ns: u64,
     pub node: Option<usize>,
     pub who: String,
+    /// the host whose dump shows it
+    pub host: String,
     pub what: String,
+}
+
+/// One of the production dumps: its host and the scenario nodes it holds.
+#[derive(Clone, Debug, Serialize)]
+pub struct DumpSummary {
+    pub path: std::path::PathBuf,
+    pub host: String,
+    pub events: usize,
+    pub nodes: Vec<String>,
 }
 
 /// Fault-free rates of failure signatures, from a profile.
@@ -214,6 +228,8 @@ pub struct Diagnosis {
     pub end_ns: u64,
     pub unmapped_events: usize,
     pub notes: Vec<String>,
+    /// the dumps, in the order given (several: one per host)
+    pub dumps: Vec<DumpSummary>,
 }
 
 impl Diagnosis {
@@ -266,7 +282,7 @@ struct Builder<'a> {
     symptoms: Vec<Symptom>,
     notes: Vec<String>,
     /// the nodes each signal sender's events belong to, found when a death needs them
-    nodes_of_pid: HashMap<u32, Vec<usize>>,
+    nodes_of_pid: HashMap<(usize, u32), Vec<usize>>,
     /// the nodes of production's addresses
     peers: PeerMap,
 }
@@ -278,6 +294,8 @@ impl Builder<'_> {
             node: t.node,
             who: who(t, self.scenario),
             pid: t.event.pid,
+            host: t.event.host.to_string(),
+            dump: t.dump,
             at_ns,
             occurrences: 1,
             profile_per_s: None,
@@ -325,11 +343,13 @@ impl Builder<'_> {
                     );
                     self.candidates.push(c);
                 }
-                State::Killed { core_dumped } if seen_deaths.insert(pid) => {
+                // a pid names a process only within its dump (host)
+                State::Killed { core_dumped } if seen_deaths.insert((t.dump, pid)) => {
                     let signo = p.signal.unwrap_or(libc::SIGKILL as u32);
                     let signal = signal_name(signo);
                     let sender_pid = p.sender.as_ref().map(|s| s.pid);
-                    let from_outside = sender_pid.is_some_and(|s| s != pid && !self.same_node(s, t.node));
+                    let from_outside =
+                        sender_pid.is_some_and(|s| s != pid && !self.same_node(s, t.dump, t.node));
                     if from_outside && !SELF_SIGNALS.contains(&(signo as i32)) {
                         let sender = format!(
                             "{} (pid {})",
@@ -348,16 +368,18 @@ impl Builder<'_> {
                             at_ns: t.at_ns,
                             node: t.node,
                             who: who(t, self.scenario),
+                            host: t.event.host.to_string(),
                             what,
                         });
                     }
                 }
-                State::Exited { code } if code != 0 && seen_deaths.insert(pid) => {
+                State::Exited { code } if code != 0 && seen_deaths.insert((t.dump, pid)) => {
                     let what = format!("exited with status {code}");
                     self.symptoms.push(Symptom {
                         at_ns: t.at_ns,
                         node: t.node,
                         who: who(t, self.scenario),
+                        host: t.event.host.to_string(),
                         what,
                     });
                 }
@@ -366,17 +388,17 @@ impl Builder<'_> {
         }
     }
 
-    /// Whether process `pid` has events as `node` (a signal from a process of the same node
-    /// is the node's own doing).
-    fn same_node(&mut self, pid: u32, node: Option<usize>) -> bool {
+    /// Whether process `pid` of dump `dump` (a signal's sender is on the receiver's host) has
+    /// events as `node` (a signal from a process of the same node is the node's own doing).
+    fn same_node(&mut self, pid: u32, dump: usize, node: Option<usize>) -> bool {
         let Some(node) = node else { return false };
         // one pass over the timeline per sender, not per death
         let t = self.t;
-        let nodes = self.nodes_of_pid.entry(pid).or_insert_with(|| {
+        let nodes = self.nodes_of_pid.entry((dump, pid)).or_insert_with(|| {
             let mut nodes: Vec<usize> = t
                 .events
                 .iter()
-                .filter(|e| e.event.pid == pid)
+                .filter(|e| e.event.pid == pid && e.dump == dump)
                 .filter_map(|e| e.node)
                 .collect();
             nodes.sort_unstable();
@@ -737,6 +759,7 @@ impl Builder<'_> {
                 }
                 ContextQuery {
                     node: c.node,
+                    dump: c.dump,
                     pid: c.pid,
                     since_ns,
                     before_ns: c.at_ns,
@@ -1020,6 +1043,24 @@ fn diagnose_with(
             ));
         }
     }
+    let dumps = t
+        .dumps
+        .iter()
+        .map(|d| DumpSummary {
+            path: d.path.clone(),
+            host: d.host.clone(),
+            events: d.events,
+            nodes: d
+                .nodes
+                .iter()
+                .map(|&n| {
+                    scenario
+                        .map(|s| s.nodes[n].name.clone())
+                        .unwrap_or_else(|| n.to_string())
+                })
+                .collect(),
+        })
+        .collect();
     Diagnosis {
         candidates: b.candidates,
         symptoms: b.symptoms,
@@ -1027,6 +1068,16 @@ fn diagnose_with(
         end_ns: t.end_ns(),
         unmapped_events,
         notes: b.notes,
+        dumps,
+    }
+}
+
+/// `who`, and with dumps of several hosts the host whose dump showed it: "replica@db2".
+fn placed(d: &Diagnosis, who: &str, host: &str) -> String {
+    if d.dumps.len() > 1 {
+        format!("{who}@{host}")
+    } else {
+        who.to_string()
     }
 }
 
@@ -1070,9 +1121,35 @@ pub fn render(d: &Diagnosis, scenario: Option<&Scenario>) -> String {
         out,
         "window: {span:.1} s of events; times are relative to the end of the window (the dump)"
     );
+    if d.dumps.len() > 1 {
+        let _ = writeln!(
+            out,
+            "dumps ({}), merged on wall-clock time (each dump's clock pair):",
+            d.dumps.len()
+        );
+        for dump in &d.dumps {
+            let nodes = match dump.nodes.is_empty() {
+                true => String::new(),
+                false => format!(", nodes: {}", dump.nodes.join(", ")),
+            };
+            let _ = writeln!(
+                out,
+                "  {}: {} — {} events{nodes}",
+                dump.host,
+                dump.path.display(),
+                dump.events
+            );
+        }
+    }
     let _ = writeln!(out, "symptoms ({}):", d.symptoms.len());
     for s in &d.symptoms {
-        let _ = writeln!(out, "  {:>10}  {}: {}", rel(s.at_ns, d.end_ns), s.who, s.what);
+        let _ = writeln!(
+            out,
+            "  {:>10}  {}: {}",
+            rel(s.at_ns, d.end_ns),
+            placed(d, &s.who, &s.host),
+            s.what
+        );
     }
     let causes: Vec<&Candidate> = d.causes().collect();
     let _ = writeln!(out, "fault candidates ({}), most likely first:", causes.len());
@@ -1082,7 +1159,7 @@ pub fn render(d: &Diagnosis, scenario: Option<&Scenario>) -> String {
             "  {:>2}. {:>10}  {}: {} — {}",
             i + 1,
             rel(c.at_ns, d.end_ns),
-            c.who,
+            placed(d, &c.who, &c.host),
             describe(&c.guess, scenario),
             c.why
         );
@@ -1119,7 +1196,7 @@ pub fn render(d: &Diagnosis, scenario: Option<&Scenario>) -> String {
                 out,
                 "      {:>10}  {}: {what} — {:?}: {}",
                 rel(c.at_ns, d.end_ns),
-                c.who,
+                placed(d, &c.who, &c.host),
                 c.verdict,
                 c.why
             );
@@ -1249,6 +1326,7 @@ mod tests {
                 events: events.len(),
                 mapped_processes: 3,
                 processes: 3,
+                nodes: Vec::new(),
                 interfaces: Vec::new(),
                 taken_ns: DUMP_AT,
                 lost_events: 0,
@@ -2055,6 +2133,7 @@ mod tests {
             events: 2,
             mapped_processes: 2,
             processes: 2,
+            nodes: Vec::new(),
             interfaces: Vec::new(),
             taken_ns: 3 * SEC,
             lost_events: 7,

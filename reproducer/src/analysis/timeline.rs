@@ -1,6 +1,8 @@
 //! The production timeline: the events of one or more tracerd dumps merged on one clock
 //! (tracedump's merge: each dump's clock pair turns its boot-time stamps into wall-clock
-//! time), each event tagged with the scenario node its process belongs to.
+//! time), each event tagged with the scenario node its process belongs to. Dumps of several
+//! hosts are mapped to nodes each on its own (a pid names a process only within its dump),
+//! so a fault in one host's dump and the symptom it caused in another's land on one timeline.
 use std::collections::HashSet;
 use std::path::PathBuf;
 
@@ -28,6 +30,8 @@ pub struct DumpInfo {
     pub events: usize,
     pub mapped_processes: usize,
     pub processes: usize,
+    /// the scenario nodes the dump's processes belong to (indexes, ascending)
+    pub nodes: Vec<usize>,
     pub interfaces: Vec<Interface>,
     /// wall-clock time the dump was taken
     pub taken_ns: u64,
@@ -125,12 +129,16 @@ impl Timeline {
                 }
             }
         }
+        let mut nodes: Vec<usize> = meta.processes.iter().filter_map(|p| map.node(p.pid)).collect();
+        nodes.sort_unstable();
+        nodes.dedup();
         self.dumps.push(DumpInfo {
             path: path.to_path_buf(),
             host: meta.host.clone(),
             events,
             mapped_processes: mapped,
             processes: meta.processes.len(),
+            nodes,
             interfaces: meta.interfaces.clone(),
             taken_ns: dump.taken_ns(),
             lost_events: meta.counters.lost_events(),
@@ -281,5 +289,230 @@ mod tests {
         assert_eq!(t.functions, functions);
         assert!(t.functions.len() > 4, "{:?}", t.functions);
         assert_eq!(t.dumps[1].events, 400);
+    }
+}
+
+/// Dumps of two hosts: a cause in one, its symptom in the other.
+#[cfg(test)]
+mod host_tests {
+    use tracedump::abi::ProcessState;
+    use tracedump::dump::{write_dump, ClockPair, DumpContents, DumpMeta, OpenFile, FORMAT_VERSION};
+    use tracedump::process::ProcInfo;
+    use tracedump::record::{BlobRef, Payload, Record};
+
+    use std::path::Path;
+
+    use super::*;
+    use crate::analysis::diagnose::{self, FaultGuess};
+
+    const S: u64 = 1_000_000_000;
+    /// wall-clock time both hosts' dumps were taken around
+    const NOW: u64 = 1_790_000_000 * S;
+    /// the same pid on both hosts: a pid names a process only within its host
+    const PID: u32 = 100;
+
+    const SCENARIO: &str = r#"
+name = "ship"
+[[nodes]]
+name = "replica"
+command = ["logship", "--role", "replica"]
+match = "--role replica"
+[[nodes]]
+name = "primary"
+command = ["logship", "--role", "primary"]
+match = "--role primary"
+[workload]
+command = ["true"]
+[oracle]
+command = ["true"]
+"#;
+
+    fn comm() -> [u8; 16] {
+        let mut c = [0u8; 16];
+        c[..7].copy_from_slice(b"logship");
+        c
+    }
+
+    fn exit(ts_ns: u64, code: i32) -> Record {
+        Record {
+            ts_ns,
+            pid: PID,
+            tid: PID,
+            comm: comm(),
+            payload: Payload::ProcessState {
+                state: ProcessState::Exited as u8,
+                cause: 0,
+                signal: 0,
+                core_dumped: false,
+                ongoing: false,
+                exit_code: code,
+                sender_pid: 0,
+                duration_ns: 0,
+                sender_comm: BlobRef::NONE,
+            },
+        }
+    }
+
+    /// A dump of `host`, whose boot clock read `boot_ns` at wall-clock time `wall_ns`, with
+    /// one process (`role`) and `records`.
+    fn host_dump(
+        dir: &Path,
+        host: &str,
+        (boot_ns, wall_ns): (u64, u64),
+        role: &str,
+        records: &[Record],
+    ) -> PathBuf {
+        let meta = DumpMeta {
+            format: "tracerd-dump".into(),
+            version: FORMAT_VERSION,
+            host: host.into(),
+            clock: ClockPair {
+                boottime_ns: boot_ns,
+                monotonic_ns: boot_ns,
+                realtime_ns: wall_ns,
+            },
+            processes: vec![ProcInfo {
+                pid: PID,
+                ppid: 1,
+                comm: "logship".into(),
+                exe: Some("/usr/bin/logship".into()),
+                cmdline: Some(["logship", "--role", role].map(String::from).to_vec()),
+                ..Default::default()
+            }],
+            open_files: vec![OpenFile {
+                open_id: 7,
+                dir_open_id: 0,
+                tgid: PID,
+                path: "/srv/ship/journal".into(),
+            }],
+            ..DumpMeta::default()
+        };
+        let contents = DumpContents {
+            meta,
+            records: records.iter().collect(),
+            blobs: (0, Vec::new()),
+        };
+        write_dump(dir, &format!("{host}.tdump"), &contents).unwrap()
+    }
+
+    /// Host a (up for 1000 s) has the cause: the primary's journal write fails, and later the
+    /// primary exits too. Host b (up for 50 s) has the symptom in between: the replica exits.
+    /// By boot-time stamps host b's exit would come first; on the wall clock it comes after
+    /// the failure.
+    fn two_hosts(dir: &Path) -> (PathBuf, PathBuf) {
+        let enospc = Record {
+            ts_ns: 1000 * S - S / 2,
+            pid: PID,
+            tid: PID,
+            comm: comm(),
+            payload: Payload::SyscallFailure {
+                nr: 1, // write
+                ret: -28,
+                fd: 3,
+                open_id: 7,
+                blob: BlobRef::NONE,
+                requested: 0,
+            },
+        };
+        let a = host_dump(
+            dir,
+            "host-a",
+            (1000 * S, NOW),
+            "primary",
+            &[enospc, exit(1000 * S + S / 10 * 2, 1)],
+        );
+        let b = host_dump(
+            dir,
+            "host-b",
+            (50 * S, NOW + S / 10 * 3),
+            "replica",
+            &[exit(50 * S - S / 10 * 2, 1)],
+        );
+        (a, b)
+    }
+
+    #[test]
+    fn dumps_of_two_hosts_merge_on_the_wall_clock() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = two_hosts(dir.path());
+        let s = Scenario::parse(SCENARIO, "t").unwrap();
+        let t = Timeline::load(&[a, b], Some(&s)).unwrap();
+        let order: Vec<(usize, Option<usize>, u64)> =
+            t.events.iter().map(|e| (e.dump, e.node, e.at_ns)).collect();
+        assert_eq!(
+            order,
+            vec![
+                (0, Some(1), NOW - S / 2),
+                (1, Some(0), NOW + S / 10),
+                (0, Some(1), NOW + S / 10 * 2)
+            ],
+            "the failure on host a, the replica's exit on host b, the primary's exit on host a"
+        );
+        assert_eq!(t.dumps[0].nodes, vec![1], "host a holds the primary");
+        assert_eq!(
+            t.dumps[1].nodes,
+            vec![0],
+            "host b holds the replica, under the same pid"
+        );
+        assert_eq!(
+            t.events.iter().map(|e| &*e.event.host).collect::<Vec<_>>(),
+            ["host-a", "host-b", "host-a"]
+        );
+    }
+
+    #[test]
+    fn the_cause_in_one_hosts_dump_explains_the_symptom_in_the_others() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = two_hosts(dir.path());
+        let s = Scenario::parse(SCENARIO, "t").unwrap();
+        let t = Timeline::load(&[a, b.clone()], Some(&s)).unwrap();
+        let d = diagnose::diagnose(&t, Some(&s), None);
+        let symptoms: Vec<(&str, &str)> = d
+            .symptoms
+            .iter()
+            .map(|s| (s.who.as_str(), s.host.as_str()))
+            .collect();
+        assert_eq!(
+            symptoms,
+            [("replica", "host-b"), ("primary", "host-a")],
+            "both exits count, though both processes had pid {PID}"
+        );
+        let causes: Vec<_> = d.causes().collect();
+        assert_eq!(causes.len(), 1, "{causes:#?}");
+        let c = causes[0];
+        assert!(
+            matches!(&c.guess, FaultGuess::Syscall { syscall, errno, .. } if syscall == "write" && errno == "ENOSPC"),
+            "{c:#?}"
+        );
+        assert_eq!(
+            (c.who.as_str(), c.host.as_str(), c.dump),
+            ("primary", "host-a", 0)
+        );
+        let text = diagnose::render(&d, Some(&s));
+        for want in [
+            "dumps (2), merged on wall-clock time",
+            "host-b: ",
+            "nodes: replica",
+            "replica@host-b: exited with status 1",
+            "primary@host-a: write failed with ENOSPC on /srv/ship/journal",
+        ] {
+            assert!(text.contains(want), "{want:?} missing from\n{text}");
+        }
+        let mut report = String::new();
+        crate::report::timeline_section(&mut report, &t, &d, &s);
+        for want in [
+            "primary@host-a write(fd 3 /srv/ship/journal) = -28 ENOSPC",
+            "replica@host-b exited with code 1",
+        ] {
+            assert!(report.contains(want), "{want:?} missing from\n{report}");
+        }
+        // host b's dump alone shows the symptom and nothing that caused it
+        let alone = Timeline::load(&[b], Some(&s)).unwrap();
+        let d = diagnose::diagnose(&alone, Some(&s), None);
+        assert_eq!((d.symptoms.len(), d.causes().count()), (1, 0));
+        assert!(
+            !diagnose::render(&d, Some(&s)).contains("@host-b"),
+            "one dump: no host tags"
+        );
     }
 }

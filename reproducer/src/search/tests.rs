@@ -120,6 +120,8 @@ fn candidate(guess: FaultGuess, node: usize, at_s: u64, preceding: &[&str]) -> C
         node: Some(node),
         who: ["db1", "db2", "db3"][node].into(),
         pid: 10 + node as u32,
+        host: "h".into(),
+        dump: 0,
         at_ns: at_s * 1_000_000_000,
         occurrences: 1,
         profile_per_s: None,
@@ -146,6 +148,7 @@ fn diagnosis(candidates: Vec<Candidate>) -> Diagnosis {
         end_ns: 0,
         unmapped_events: 0,
         notes: Vec::new(),
+        dumps: Vec::new(),
     }
 }
 

@@ -7,22 +7,26 @@ use std::collections::{HashMap, HashSet};
 
 use tracedump::event::What;
 
-use super::{normalize_path, Builder, FaultGuess};
+use super::{normalize_path, Builder, FaultGuess, TimedEvent};
 use crate::model::schedule::SHORT_SYSCALLS;
 
 /// errnos of storage that does not recover by itself: full, over quota, failing
 const PERSISTENT_ERRNOS: [&str; 3] = ["ENOSPC", "EDQUOT", "EIO"];
 
-/// (node, or the pid without a scenario; syscall; path): one file written by one node
-type FileCall = (Option<usize>, u32, String, String);
+/// (node, or the dump and pid without a scenario; syscall; path): one file written by one node
+type FileCall = (Option<usize>, (usize, u32), String, String);
 
 impl Builder<'_> {
     /// Adds a short-then-persistent candidate per node, write call and file where a short
     /// write was followed by failures with a persistent errno.
     pub(super) fn short_then_persistent(&mut self) {
-        let key = |node: Option<usize>, pid: u32, syscall: &str, path: &str| -> FileCall {
-            let who = if node.is_some() { 0 } else { pid };
-            (node, who, syscall.to_string(), path.to_string())
+        let key = |t: &TimedEvent, syscall: &str, path: &str| -> FileCall {
+            let who = if t.node.is_some() {
+                (0, 0)
+            } else {
+                (t.dump, t.event.pid)
+            };
+            (t.node, who, syscall.to_string(), path.to_string())
         };
         // later failures by file: (time, errno), in time order
         let mut failures: HashMap<FileCall, Vec<(u64, &str)>> = HashMap::new();
@@ -34,7 +38,7 @@ impl Builder<'_> {
                 continue;
             };
             if PERSISTENT_ERRNOS.contains(&errno.as_str()) && SHORT_SYSCALLS.contains(&f.syscall.as_str()) {
-                let k = key(t.node, t.event.pid, &f.syscall, path);
+                let k = key(t, &f.syscall, path);
                 failures.entry(k).or_default().push((t.at_ns, errno));
             }
         }
@@ -47,7 +51,7 @@ impl Builder<'_> {
             if self.scenario.is_some() && t.node.is_none() {
                 continue;
             }
-            let k = key(t.node, t.event.pid, &io.syscall, path);
+            let k = key(t, &io.syscall, path);
             if done.contains(&k) {
                 continue;
             }
@@ -147,6 +151,7 @@ mod tests {
             events: events.len(),
             mapped_processes: 1,
             processes: 1,
+            nodes: Vec::new(),
             interfaces: Vec::new(),
             taken_ns: 100 * S,
             lost_events: 0,
