@@ -21,6 +21,9 @@ use crate::model::scenario::Scenario;
 
 /// Burst windows over which a failure's production rate is compared with the profile.
 const BURST_WINDOW_NS: u64 = 2_000_000_000;
+/// A process killed inside a blocking call sees the call fail with EINTR on its way out: an
+/// EINTR this shortly before its process's death by a signal is that signal's doing.
+const KILLED_IN_CALL_NS: u64 = 10_000_000;
 /// A failure is benign unless its production burst is this unlikely under the profile's rate.
 const ANOMALY_P: f64 = 1e-4;
 /// errnos that fault-free code hits and handles routinely, whatever the call
@@ -248,7 +251,8 @@ fn max_burst(times: &[u64]) -> u32 {
     best as u32
 }
 
-/// Unique functions node `node` entered in (since_ns, before_ns), nearest first.
+/// Unique functions node `node` (process `pid` when `node` is None) entered in (since_ns, before_ns),
+/// nearest first.
 fn preceding_functions(
     t: &Timeline,
     node: Option<usize>,
@@ -602,7 +606,14 @@ impl Builder<'_> {
         }
         // the rate is judged on what happened before the first symptom, not on its aftermath
         let first_symptom = self.symptoms.iter().map(|s| s.at_ns).min().unwrap_or(u64::MAX);
+        let deaths = self.deaths_by_signal();
         for ((_, who_, syscall, errno, path), events) in groups {
+            let killed_in_call = errno == "EINTR"
+                && events.iter().all(|e| {
+                    deaths
+                        .get(&e.event.pid)
+                        .is_some_and(|&d| d >= e.at_ns && d - e.at_ns <= KILLED_IN_CALL_NS)
+                });
             let first = events[0];
             let before: Vec<u64> = events
                 .iter()
@@ -633,11 +644,29 @@ impl Builder<'_> {
                     .copied()
             });
             c.routine = is_routine(&syscall, &errno, first_path(first));
-            let (verdict, why) = self.judge_failure(&c, &errno);
+            let (verdict, why) = if killed_in_call {
+                let seen = format!("{} time(s), at most {} within 2 s", c.occurrences, c.burst);
+                (Verdict::Explained, format!("{seen}; cut short by the signal that killed the process right after"))
+            } else {
+                self.judge_failure(&c, &errno)
+            };
             c.verdict = verdict;
             c.why = why;
             self.candidates.push(c);
         }
+    }
+
+    /// When each process that died of a signal died (pid → time).
+    fn deaths_by_signal(&self) -> HashMap<u32, u64> {
+        let mut out = HashMap::new();
+        for t in &self.t.events {
+            if let What::ProcessState(p) = &t.event.what {
+                if matches!(p.state, State::Killed { .. }) {
+                    out.entry(t.event.pid).or_insert(t.at_ns);
+                }
+            }
+        }
+        out
     }
 
     fn judge_failure(&self, c: &Candidate, errno: &str) -> (Verdict, String) {
@@ -755,7 +784,12 @@ impl Builder<'_> {
                 .find(|p| p.node == c.node && p.verdict == Verdict::Cause)
                 .map(|p| p.at_ns)
                 .unwrap_or(0);
-            let fns = preceding_functions(self.t, c.node, c.pid, since, c.at_ns);
+            // the signal of a crash or pause lands in the process that completes its context:
+            // the context is what the killed or stopped process itself ran (a forked worker's
+            // functions, not its master's)
+            let process_fault = matches!(c.guess, FaultGuess::Crash { .. } | FaultGuess::Pause { .. });
+            let node = if process_fault { None } else { c.node };
+            let fns = preceding_functions(self.t, node, c.pid, since, c.at_ns);
             self.candidates[i].preceding_functions = fns;
         }
     }
@@ -1654,6 +1688,29 @@ mod tests {
     }
 
     #[test]
+    fn an_eintr_right_before_its_process_is_killed_is_the_kill_not_a_fault() {
+        let t = timeline(vec![
+            at(0.5, Some(0), 10, function("serve")),
+            at(1.0, Some(0), 10, failure("epoll_wait", "EINTR", None)),
+            at(1.000_01, Some(0), 10, killed(libc::SIGKILL, Some(999))),
+            // the same EINTR in a process that lives on is not explained by the kill
+            at(1.0, Some(1), 20, failure("poll", "EINTR", None)),
+        ]);
+        let d = diagnose(&t, Some(&scenario()), None);
+        let eintr = |syscall: &str| {
+            d.candidates
+                .iter()
+                .find(|c| matches!(&c.guess, FaultGuess::Syscall { syscall: s, .. } if s == syscall))
+                .unwrap()
+        };
+        assert_eq!(eintr("epoll_wait").verdict, Verdict::Explained);
+        assert_eq!(eintr("poll").verdict, Verdict::Cause);
+        // the crash's context reaches back past the EINTR
+        let crash = d.causes().find(|c| matches!(c.guess, FaultGuess::Crash { .. })).unwrap();
+        assert_eq!(crash.preceding_functions, ["/opt/kv:serve"]);
+    }
+
+    #[test]
     fn a_kill_from_the_same_node_is_a_symptom() {
         let t = timeline(vec![
             at(0.5, Some(0), 11, function("main")),
@@ -1860,6 +1917,7 @@ mod tests {
             at(1.6, Some(0), 10, function("elsewhere")),
             at(1.7, Some(1), 21, function("load")),
             at(1.8, Some(1), 21, function("recover")),
+            at(1.9, Some(1), 22, function("supervise")),
             at(2.0, Some(1), 21, killed(libc::SIGKILL, Some(999))),
             at(3.0, Some(0), 10, exited(1)),
         ]);
@@ -1869,7 +1927,7 @@ mod tests {
         assert_eq!(
             crashes[1],
             &vec!["/opt/kv:recover".to_string(), "/opt/kv:load".into()],
-            "since the previous fault on db2, each once"
+            "since the previous fault on db2, each once, only what the killed process ran"
         );
     }
 
