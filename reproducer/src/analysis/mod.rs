@@ -4,6 +4,7 @@
 //! the injection sites inside node binaries. Reads
 //! dumps through tracedump; never touches the testbed.
 pub mod binary;
+pub mod context;
 pub mod diagnose;
 pub mod nodemap;
 pub mod profile;
