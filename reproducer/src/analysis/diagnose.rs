@@ -161,6 +161,8 @@ pub struct BaselineRates {
     pub scenario: String,
     /// (node, syscall, errno, normalized path) -> calls per second
     pub failures: HashMap<(String, String, String, Option<String>), f64>,
+    /// (node, syscall, errno, normalized path) -> the most occurrences in one fault-free run
+    pub failures_most_in_a_run: HashMap<(String, String, String, Option<String>), u64>,
     /// (node, peer, service port) -> the longest silence of fault-free runs, ms
     pub gaps: HashMap<(String, String, u16), u64>,
 }
@@ -181,6 +183,14 @@ impl BaselineRates {
     }
 
     pub fn from_profile(p: super::profile::Profile) -> BaselineRates {
+        let failures_most_in_a_run = p
+            .failures
+            .iter()
+            .map(|f| {
+                let key = (f.node.clone(), f.syscall.clone(), f.errno.clone(), f.path.clone());
+                (key, f.per_run.iter().copied().max().unwrap_or(0))
+            })
+            .collect();
         let failures = p
             .failures
             .into_iter()
@@ -194,6 +204,7 @@ impl BaselineRates {
         BaselineRates {
             scenario: p.scenario,
             failures,
+            failures_most_in_a_run,
             gaps,
         }
     }
@@ -673,6 +684,23 @@ impl Builder<'_> {
         let seen = format!("{} time(s), at most {} within 2 s", c.occurrences, c.burst);
         if errno.starts_with("ERESTART") || errno == "ENOIOCTLCMD" {
             return (Verdict::Explained, format!("{seen}; interrupted by a signal ({errno} is kernel-internal: the call is restarted or ends in EINTR)"));
+        }
+        // a burst no larger than what one fault-free run saw in all is no anomaly, however
+        // short that run's burst was (start-up probes of a runtime, against a long run's rate)
+        let most_in_a_run = match (&c.guess, self.baseline) {
+            (FaultGuess::Syscall { syscall, path, .. }, Some(b)) => b
+                .failures_most_in_a_run
+                .get(&(c.who.clone(), syscall.clone(), errno.to_string(), path.clone()))
+                .copied(),
+            _ => None,
+        };
+        if let (Some(most), Some(rate)) = (most_in_a_run, c.profile_per_s) {
+            if c.burst as u64 <= most {
+                return (
+                    Verdict::Benign,
+                    format!("{seen}; fault-free runs see it too at {rate:.2}/s, up to {most} in one run"),
+                );
+            }
         }
         match c.profile_per_s {
             Some(rate) => {
@@ -1708,6 +1736,29 @@ mod tests {
         // the crash's context reaches back past the EINTR
         let crash = d.causes().find(|c| matches!(c.guess, FaultGuess::Crash { .. })).unwrap();
         assert_eq!(crash.preceding_functions, ["/opt/kv:serve"]);
+    }
+
+    #[test]
+    fn a_burst_one_fault_free_run_saw_in_all_is_benign_whatever_the_mean_rate() {
+        // a runtime's start-up: 16 readlink EINVAL within 10 ms; fault-free runs see 16 per
+        // run too, but their runs last 12 s (1.3/s)
+        let mut events = vec![at(9.0, Some(0), 10, exited(1))];
+        events.extend((0..16).map(|i| at(1.0 + i as f64 * 0.000_5, Some(0), 10, failure("readlink", "EINVAL", Some("/usr")))));
+        let key = ("db1".to_string(), "readlink".to_string(), "EINVAL".to_string(), Some("*/usr".to_string()));
+        let mut baseline = BaselineRates {
+            scenario: "kv".into(),
+            failures: [(key.clone(), 1.3)].into_iter().collect(),
+            failures_most_in_a_run: [(key.clone(), 16)].into_iter().collect(),
+            ..Default::default()
+        };
+        let verdict = |b: &BaselineRates| {
+            let d = diagnose(&timeline(events.clone()), Some(&scenario()), Some(b));
+            d.candidates.iter().find(|c| matches!(c.guess, FaultGuess::Syscall { .. })).unwrap().verdict.clone()
+        };
+        assert_eq!(verdict(&baseline), Verdict::Benign);
+        // one more than any fault-free run saw: judged by the rate (far above it)
+        baseline.failures_most_in_a_run.insert(key, 15);
+        assert_eq!(verdict(&baseline), Verdict::Cause);
     }
 
     #[test]
