@@ -279,7 +279,12 @@ fn diagnose_cmd(
 }
 
 /// Adds to the diagnosis's notes why a node's faults have no function context.
-fn note_missing_contexts(d: &mut Diagnosis, t: &Timeline, sc: &Scenario, profile: Option<&Path>) -> Result<()> {
+fn note_missing_contexts(
+    d: &mut Diagnosis,
+    t: &Timeline,
+    sc: &Scenario,
+    profile: Option<&Path>,
+) -> Result<()> {
     let profile = profile.map(profile::load).transpose()?;
     let notes = reproducer::analysis::context::why_no_functions(t, d, sc, profile.as_ref());
     d.notes.extend(notes);

@@ -150,7 +150,10 @@ mod tests {
         // ... or traced some that did not run before the fault
         t.functions.push((Some(0), "/opt/db:f".into()));
         let notes = why_no_functions(&t, &d, &sc, None);
-        assert!(notes[0].contains("none of the functions production traced ran"), "{notes:?}");
+        assert!(
+            notes[0].contains("none of the functions production traced ran"),
+            "{notes:?}"
+        );
         // a node with a context, or with no candidates, gets no note
         let d = diagnosis(vec![crash(1, &["/opt/web:serve"])]);
         assert!(why_no_functions(&t, &d, &sc, None).is_empty());

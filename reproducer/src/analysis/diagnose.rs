@@ -657,7 +657,10 @@ impl Builder<'_> {
             c.routine = is_routine(&syscall, &errno, first_path(first));
             let (verdict, why) = if killed_in_call {
                 let seen = format!("{} time(s), at most {} within 2 s", c.occurrences, c.burst);
-                (Verdict::Explained, format!("{seen}; cut short by the signal that killed the process right after"))
+                (
+                    Verdict::Explained,
+                    format!("{seen}; cut short by the signal that killed the process right after"),
+                )
             } else {
                 self.judge_failure(&c, &errno)
             };
@@ -1734,7 +1737,10 @@ mod tests {
         assert_eq!(eintr("epoll_wait").verdict, Verdict::Explained);
         assert_eq!(eintr("poll").verdict, Verdict::Cause);
         // the crash's context reaches back past the EINTR
-        let crash = d.causes().find(|c| matches!(c.guess, FaultGuess::Crash { .. })).unwrap();
+        let crash = d
+            .causes()
+            .find(|c| matches!(c.guess, FaultGuess::Crash { .. }))
+            .unwrap();
         assert_eq!(crash.preceding_functions, ["/opt/kv:serve"]);
     }
 
@@ -1743,8 +1749,20 @@ mod tests {
         // a runtime's start-up: 16 readlink EINVAL within 10 ms; fault-free runs see 16 per
         // run too, but their runs last 12 s (1.3/s)
         let mut events = vec![at(9.0, Some(0), 10, exited(1))];
-        events.extend((0..16).map(|i| at(1.0 + i as f64 * 0.000_5, Some(0), 10, failure("readlink", "EINVAL", Some("/usr")))));
-        let key = ("db1".to_string(), "readlink".to_string(), "EINVAL".to_string(), Some("*/usr".to_string()));
+        events.extend((0..16).map(|i| {
+            at(
+                1.0 + i as f64 * 0.000_5,
+                Some(0),
+                10,
+                failure("readlink", "EINVAL", Some("/usr")),
+            )
+        }));
+        let key = (
+            "db1".to_string(),
+            "readlink".to_string(),
+            "EINVAL".to_string(),
+            Some("*/usr".to_string()),
+        );
         let mut baseline = BaselineRates {
             scenario: "kv".into(),
             failures: [(key.clone(), 1.3)].into_iter().collect(),
@@ -1753,7 +1771,12 @@ mod tests {
         };
         let verdict = |b: &BaselineRates| {
             let d = diagnose(&timeline(events.clone()), Some(&scenario()), Some(b));
-            d.candidates.iter().find(|c| matches!(c.guess, FaultGuess::Syscall { .. })).unwrap().verdict.clone()
+            d.candidates
+                .iter()
+                .find(|c| matches!(c.guess, FaultGuess::Syscall { .. }))
+                .unwrap()
+                .verdict
+                .clone()
         };
         assert_eq!(verdict(&baseline), Verdict::Benign);
         // one more than any fault-free run saw: judged by the rate (far above it)

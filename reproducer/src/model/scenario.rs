@@ -91,9 +91,9 @@ impl Placeholders {
                 rest = &tail[2..];
                 continue;
             }
-            if tail.starts_with('}') {
+            if let Some(after) = tail.strip_prefix('}') {
                 out.push('}');
-                rest = &tail[1..];
+                rest = after;
                 continue;
             }
             let Some(len) = tail.find('}') else {

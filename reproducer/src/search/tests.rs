@@ -275,7 +275,9 @@ fn a_failure_production_saw_in_a_row_is_tried_in_a_row() {
         .iter()
         .all(|f| matches!(&f.action, Action::Syscall { nth: 1, errno, .. } if errno == "ENOSPC")));
     assert!(
-        r.attempts.iter().any(|a| a.what.ends_with("2 matching calls in a row")),
+        r.attempts
+            .iter()
+            .any(|a| a.what.ends_with("2 matching calls in a row")),
         "{:?}",
         r.attempts.iter().map(|a| &a.what).collect::<Vec<_>>()
     );
