@@ -912,3 +912,47 @@ fn runs_with_only_the_units_capabilities() {
     let events = inspect_json(&d.dump());
     assert_eq!(events_of(&events, "function", pid).len(), 2);
 }
+
+/// A session stopped while events pour in drains the ring one last time: that drain must not
+/// meet the recorder still borrowed by the stop (it panicked in libbpf's callback, which
+/// aborts the process -- seen when a JVM's threads failed calls as its run ended). The race
+/// window is short: several floods, many stops.
+#[test]
+fn a_session_stops_cleanly_while_events_pour_in() {
+    require_root();
+    let dir = tempfile::tempdir().unwrap();
+    for round in 0..10 {
+        let mut floods: Vec<std::process::Child> = (0..4)
+            .map(|_| {
+                let mut cmd = Command::new("sh");
+                cmd.args(["-c", "while :; do true < /nonexistent/tracerd-flood; done"])
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null());
+                // the floods die with the test, even when a panic aborts it
+                // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
+                unsafe {
+                    std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
+                        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                        Ok(())
+                    });
+                }
+                cmd.spawn().expect("spawn sh")
+            })
+            .collect();
+        let config = tracerd::config::Config {
+            dump_dir: dir.path().join(format!("dumps-{round}")),
+            control_socket: dir.path().join("control.sock"),
+            ..Default::default()
+        };
+        let session = tracerd::session::TraceSession::start(config).expect("session starts");
+        for f in &floods {
+            session.add_target(f.id()).expect("target added");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        drop(session); // stops and joins the session thread while the floods go on
+        for f in &mut floods {
+            let _ = f.kill();
+            let _ = f.wait();
+        }
+    }
+}

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use anyhow::{bail, Result};
 use clap::{Parser, Subcommand};
 
-use reproducer::analysis::diagnose::{self, diagnose, BaselineRates};
+use reproducer::analysis::diagnose::{self, diagnose, BaselineRates, Diagnosis};
 use reproducer::analysis::profile;
 use reproducer::analysis::timeline::Timeline;
 use reproducer::model::plan::FaultPlan;
@@ -269,7 +269,10 @@ fn diagnose_cmd(
     let sc = scenario.map(Scenario::load).transpose()?;
     let timeline = Timeline::load(traces, sc.as_ref())?;
     let baseline = profile.map(|p| BaselineRates::load(p, sc.as_ref())).transpose()?;
-    let d = diagnose(&timeline, sc.as_ref(), baseline.as_ref());
+    let mut d = diagnose(&timeline, sc.as_ref(), baseline.as_ref());
+    if let Some(sc) = &sc {
+        note_missing_contexts(&mut d, &timeline, sc, profile)?;
+    }
     if json {
         println!("{}", serde_json::to_string_pretty(&d)?);
     } else {
@@ -279,6 +282,19 @@ fn diagnose_cmd(
     // back to the allocator one by one would cost a tenth of the command
     std::mem::forget(timeline);
     Ok(true)
+}
+
+/// Adds to the diagnosis's notes why a node's faults have no function context.
+fn note_missing_contexts(
+    d: &mut Diagnosis,
+    t: &Timeline,
+    sc: &Scenario,
+    profile: Option<&Path>,
+) -> Result<()> {
+    let profile = profile.map(profile::load).transpose()?;
+    let notes = reproducer::analysis::context::why_no_functions(t, d, sc, profile.as_ref());
+    d.notes.extend(notes);
+    Ok(())
 }
 
 struct ReproduceArgs {
@@ -302,7 +318,8 @@ fn reproduce_cmd(a: ReproduceArgs) -> Result<bool> {
         .as_deref()
         .map(|p| BaselineRates::load(p, Some(&sc)))
         .transpose()?;
-    let d = diagnose(&timeline, Some(&sc), baseline.as_ref());
+    let mut d = diagnose(&timeline, Some(&sc), baseline.as_ref());
+    note_missing_contexts(&mut d, &timeline, &sc, a.profile.as_deref())?;
     eprint!("{}", diagnose::render(&d, Some(&sc)));
     std::fs::create_dir_all(&a.out).map_err(|e| anyhow::anyhow!("--out {}: {e}", a.out.display()))?;
     write_shared(&a.out.join("diagnosis.json"), &serde_json::to_vec_pretty(&d)?)?;

@@ -405,7 +405,10 @@ impl Engine {
             }
             // Drain whatever arrived below the wakeup threshold, so commands see fresh data.
             ring.consume()?;
-            if let ControlFlow::Break(b) = between(self, &mut cell.borrow_mut()) {
+            // the borrow must end before the last drain: its callback borrows the recorder
+            // too (a borrow in the `if let` would live through the block and panic there)
+            let flow = between(self, &mut cell.borrow_mut());
+            if let ControlFlow::Break(b) = flow {
                 ring.consume()?;
                 return Ok(b);
             }

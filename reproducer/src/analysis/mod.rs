@@ -4,6 +4,7 @@
 //! node really ran (wrappers left out), and the injection sites inside node binaries. Reads
 //! dumps through tracedump; never touches the testbed.
 pub mod binary;
+pub mod context;
 pub mod contexts;
 pub mod diagnose;
 pub mod nodemap;

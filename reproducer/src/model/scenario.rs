@@ -78,19 +78,30 @@ pub struct Placeholders {
 }
 
 impl Placeholders {
-    /// Replaces {workdir}, {node.NAME.address} and {node.NAME.pid} in `s`.
+    /// Replaces {workdir}, {node.NAME.address} and {node.NAME.pid} in `s`; `{{` and `}}` stand
+    /// for a literal brace (server configurations written by a setup step need them).
     pub fn expand(&self, s: &str) -> Result<String> {
         let mut out = String::with_capacity(s.len());
         let mut rest = s;
-        while let Some(start) = rest.find('{') {
-            out.push_str(&rest[..start]);
-            let Some(len) = rest[start..].find('}') else {
-                out.push_str(&rest[start..]);
+        while let Some(at) = rest.find(['{', '}']) {
+            out.push_str(&rest[..at]);
+            let tail = &rest[at..];
+            if tail.starts_with("{{") || tail.starts_with("}}") {
+                out.push_str(&tail[..1]);
+                rest = &tail[2..];
+                continue;
+            }
+            if let Some(after) = tail.strip_prefix('}') {
+                out.push('}');
+                rest = after;
+                continue;
+            }
+            let Some(len) = tail.find('}') else {
+                out.push_str(tail);
                 return Ok(out);
             };
-            let name = &rest[start + 1..start + len];
-            out.push_str(&self.value(name)?);
-            rest = &rest[start + len + 1..];
+            out.push_str(&self.value(&tail[1..len])?);
+            rest = &tail[len + 1..];
         }
         out.push_str(rest);
         Ok(out)
@@ -303,6 +314,12 @@ command = ["true"]
             p.expand("{workdir}/x-{node.db1.address}:{node.db1.pid}").unwrap(),
             "/srv/w/x-10.213.0.11:42"
         );
+        // doubled braces are literal ones, also around a placeholder; a lone `}` stays
+        assert_eq!(
+            p.expand("events {{ use epoll; }} {{{workdir}}} a}b").unwrap(),
+            "events { use epoll; } {/srv/w} a}b"
+        );
+        assert!(p.expand("{{workdir}").unwrap() == "{workdir}");
     }
 
     #[test]

@@ -31,6 +31,8 @@ use runner::{Feedback, Runner};
 
 /// Level-2 syscall faults try the 2nd..Nth matching call at most up to this N.
 const MAX_NTH: u32 = 50;
+/// A failure production saw this many times in a row at most is also tried as many times.
+const MAX_REPEAT: u32 = 4;
 /// Level-1 and level-2 syscall candidates tried, best ranked first.
 const MAX_SYSCALL_CANDIDATES: usize = 8;
 const MAX_SITES: usize = 40;
@@ -542,6 +544,7 @@ impl<'a> Search<'a> {
     fn level2(&mut self, mut plan: Plan) -> Step<Plan> {
         if let Some(k) = plan.faults.iter().position(|p| self.is_syscall(p.candidate)) {
             plan = go!(self.nth_search(plan, k));
+            plan = go!(self.repeat_search(plan, k));
         }
         for k in (0..plan.faults.len()).rev() {
             plan = go!(self.find_context(plan, k));
@@ -568,6 +571,26 @@ impl<'a> Search<'a> {
                 break; // there were fewer matching calls: later ones do not exist either
             }
         }
+        Ok(Continue(plan))
+    }
+
+    /// A failure that persisted in production (a disk that stays full fails the write and
+    /// the flush at close) may matter only when it persists: the same fault again for each
+    /// further occurrence of its production burst, on consecutive matching calls.
+    fn repeat_search(&mut self, plan: Plan, k: usize) -> Step<Plan> {
+        let times = self.causes[plan.faults[k].candidate].burst.min(MAX_REPEAT);
+        if times < 2 {
+            return Ok(Continue(plan));
+        }
+        let mut trial = plan.clone();
+        for _ in 1..times {
+            trial.faults.insert(k + 1, plan.faults[k].clone());
+        }
+        let what = format!(
+            "{}, {times} matching calls in a row",
+            self.describe(plan.faults[k].candidate)
+        );
+        go!(self.evaluate(&trial, what));
         Ok(Continue(plan))
     }
 

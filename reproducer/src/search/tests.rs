@@ -308,6 +308,38 @@ fn a_short_then_persistent_candidate_is_tried_at_level_1() {
 }
 
 #[test]
+fn a_failure_production_saw_in_a_row_is_tried_in_a_row() {
+    let full = FaultGuess::Syscall {
+        syscall: "write".into(),
+        errno: "ENOSPC".into(),
+        path: Some("*/log.*".into()),
+        raw_path: None,
+        short: None,
+        persistent: false,
+    };
+    let mut c = candidate(full, 0, 1, &[]);
+    (c.occurrences, c.burst) = (2, 2);
+    let d = diagnosis(vec![c]);
+    // the bug needs the write and the next one (the flush at close) to fail
+    let mut fake = Fake::new(|plan, fired, _| plan.len() == 2 && fired.iter().all(|&f| f));
+    fake.calls = 3;
+    let r = search(&mut fake, &d, 150).0.unwrap();
+    assert_eq!(r.outcome, Outcome::Reproduced);
+    let schedule = r.schedule.unwrap();
+    assert_eq!(schedule.faults.len(), 2, "{schedule:?}");
+    assert!(schedule.faults.iter().all(
+        |f| matches!(&f.action, Action::Syscall { nth: 1, errno, .. } if errno.as_deref() == Some("ENOSPC"))
+    ));
+    assert!(
+        r.attempts
+            .iter()
+            .any(|a| a.what.ends_with("2 matching calls in a row")),
+        "{:?}",
+        r.attempts.iter().map(|a| &a.what).collect::<Vec<_>>()
+    );
+}
+
+#[test]
 fn the_nth_search_stops_where_the_calls_end() {
     let refused = FaultGuess::Syscall {
         syscall: "connect".into(),
