@@ -136,7 +136,7 @@ impl Daemon {
             }
         });
         let d = Daemon { child, dir, log };
-        // loading 130 fexit programs takes ~20 s in an emulated guest of the kernel matrix
+        // loading 129 fexit programs takes ~20 s in an emulated guest of the kernel matrix
         d.wait_for_log("ready", Duration::from_secs(120));
         d
     }

@@ -3,6 +3,7 @@
 //! program and the refused feature when the kernel turns a program down. Owns libbpf's
 //! log callback: messages go to the `libbpf` log target and, while a load or attach is
 //! being diagnosed, into a bounded buffer that the error is made from.
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::{Mutex, OnceLock};
 
 use libbpf_rs::libbpf_sys;
@@ -16,31 +17,17 @@ pub fn uprobe_multi_links() -> bool {
 }
 
 fn probe_uprobe_multi_links() -> bool {
-    // r0 = 0; exit (struct bpf_insn, little endian)
-    let insns: [u64; 2] = [0xb7, 0x95];
-    let mut load_opts = libbpf_sys::bpf_prog_load_opts {
-        sz: std::mem::size_of::<libbpf_sys::bpf_prog_load_opts>() as _,
-        expected_attach_type: libbpf_sys::BPF_TRACE_UPROBE_MULTI,
-        ..Default::default()
+    let prog = match probe_program(
+        libbpf_sys::BPF_PROG_TYPE_KPROBE,
+        libbpf_sys::BPF_TRACE_UPROBE_MULTI,
+        0,
+    ) {
+        Ok(prog) => prog,
+        Err(e) => {
+            log::debug!("uprobe-multi probe: the probe program did not load ({e})");
+            return false;
+        }
     };
-    // SAFETY: valid instructions, a NUL-terminated license and options of the declared size.
-    let prog = unsafe {
-        libbpf_sys::bpf_prog_load(
-            libbpf_sys::BPF_PROG_TYPE_KPROBE,
-            std::ptr::null(),
-            c"GPL".as_ptr(),
-            insns.as_ptr().cast(),
-            insns.len() as _,
-            &mut load_opts,
-        )
-    };
-    if prog < 0 {
-        log::debug!(
-            "uprobe-multi probe: the probe program did not load ({})",
-            std::io::Error::last_os_error()
-        );
-        return false;
-    }
     let offset: std::os::raw::c_ulong = 0;
     let mut link_opts = libbpf_sys::bpf_link_create_opts {
         sz: std::mem::size_of::<libbpf_sys::bpf_link_create_opts>() as _,
@@ -53,16 +40,16 @@ fn probe_uprobe_multi_links() -> bool {
         ..Default::default()
     };
     // SAFETY: prog is our fd; the options point at locals that outlive the call.
-    let link =
-        unsafe { libbpf_sys::bpf_link_create(prog, -1, libbpf_sys::BPF_TRACE_UPROBE_MULTI, &link_opts) };
+    let link = unsafe {
+        libbpf_sys::bpf_link_create(
+            prog.as_raw_fd(),
+            -1,
+            libbpf_sys::BPF_TRACE_UPROBE_MULTI,
+            &link_opts,
+        )
+    };
     let err = std::io::Error::last_os_error();
-    // SAFETY: closing fds this function opened.
-    unsafe {
-        if link >= 0 {
-            libc::close(link);
-        }
-        libc::close(prog);
-    }
+    close_link(link);
     let supported = link >= 0 || err.raw_os_error() == Some(libc::EBADF);
     log::debug!(
         "uprobe-multi probe: {} ({err})",
@@ -84,39 +71,21 @@ fn probe_fexit() -> bool {
         log::debug!("fexit probe: no BTF for __x64_sys_close");
         return false;
     };
-    // r0 = 0; exit
-    let insns: [u64; 2] = [0xb7, 0x95];
-    let mut load_opts = libbpf_sys::bpf_prog_load_opts {
-        sz: std::mem::size_of::<libbpf_sys::bpf_prog_load_opts>() as _,
-        expected_attach_type: libbpf_sys::BPF_TRACE_FEXIT,
-        attach_btf_id: btf_id,
-        ..Default::default()
-    };
-    // SAFETY: valid instructions, a NUL-terminated license and options of the declared size.
-    let prog = unsafe {
-        libbpf_sys::bpf_prog_load(
-            libbpf_sys::BPF_PROG_TYPE_TRACING,
-            std::ptr::null(),
-            c"GPL".as_ptr(),
-            insns.as_ptr().cast(),
-            insns.len() as _,
-            &mut load_opts,
-        )
-    };
-    if prog < 0 {
-        log::debug!("fexit probe: not loaded ({})", std::io::Error::last_os_error());
-        return false;
-    }
-    // SAFETY: prog is our fd; a NULL name is how tracing programs are attached.
-    let link = unsafe { libbpf_sys::bpf_raw_tracepoint_open(std::ptr::null(), prog) };
-    let err = std::io::Error::last_os_error();
-    // SAFETY: closing fds this function opened.
-    unsafe {
-        if link >= 0 {
-            libc::close(link);
+    let prog = match probe_program(
+        libbpf_sys::BPF_PROG_TYPE_TRACING,
+        libbpf_sys::BPF_TRACE_FEXIT,
+        btf_id,
+    ) {
+        Ok(prog) => prog,
+        Err(e) => {
+            log::debug!("fexit probe: not loaded ({e})");
+            return false;
         }
-        libc::close(prog);
-    }
+    };
+    // SAFETY: prog is our fd; a NULL name is how tracing programs are attached.
+    let link = unsafe { libbpf_sys::bpf_raw_tracepoint_open(std::ptr::null(), prog.as_raw_fd()) };
+    let err = std::io::Error::last_os_error();
+    close_link(link);
     log::debug!(
         "fexit probe: {}",
         if link >= 0 {
@@ -126,6 +95,43 @@ fn probe_fexit() -> bool {
         }
     );
     link >= 0
+}
+
+/// Loads a two-instruction program (r0 = 0; exit) of `prog_type` for `attach_type`: what a
+/// probe needs to ask the kernel whether it accepts a kind of program or link.
+fn probe_program(prog_type: u32, attach_type: u32, attach_btf_id: u32) -> std::io::Result<OwnedFd> {
+    // struct bpf_insn, little endian
+    let insns: [u64; 2] = [0xb7, 0x95];
+    let mut load_opts = libbpf_sys::bpf_prog_load_opts {
+        sz: std::mem::size_of::<libbpf_sys::bpf_prog_load_opts>() as _,
+        expected_attach_type: attach_type,
+        attach_btf_id,
+        ..Default::default()
+    };
+    // SAFETY: valid instructions, a NUL-terminated license and options of the declared size.
+    let fd = unsafe {
+        libbpf_sys::bpf_prog_load(
+            prog_type,
+            std::ptr::null(),
+            c"GPL".as_ptr(),
+            insns.as_ptr().cast(),
+            insns.len() as _,
+            &mut load_opts,
+        )
+    };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: a fresh fd that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Closes a probe's link, if it was made.
+fn close_link(link: i32) {
+    if link >= 0 {
+        // SAFETY: a fresh fd that nothing else owns.
+        drop(unsafe { OwnedFd::from_raw_fd(link) });
+    }
 }
 
 /// The kernel's own BTF, for looking up the functions fexit programs attach to.
