@@ -653,8 +653,13 @@ fn short_reads_and_writes_of_regular_files_are_recorded() {
         (Some("write"), Some(path))
     );
     let text = run_ok(Command::new(tracerd_bin()).arg("inspect").arg(&dump));
-    let line = format!("pwrite64(fd 3 {path}) = 500 of 1064 (short)");
-    assert!(text.contains(&line), "inspect shows {line}: {text}");
+    // the fd number depends on what the program inherited (a guest's console, say)
+    let tail = format!(" {path}) = 500 of 1064 (short)");
+    assert!(
+        text.lines()
+            .any(|l| l.contains("pwrite64(fd ") && l.ends_with(&tail)),
+        "inspect shows pwrite64(fd N{tail}: {text}"
+    );
     assert!(text.contains("short_io 4"), "the summary counts them: {text}");
 }
 
