@@ -43,6 +43,7 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 #define SOCK_STREAM 1
 #define TCP_CLOSE 7
 #define EINPROGRESS 115
+#define EEXIST 17
 
 #define TASK_UNINTERRUPTIBLE 0x0002
 #define __TASK_STOPPED 0x0004
@@ -244,11 +245,30 @@ static __always_inline void count(__u32 which)
 		*c += 1;
 }
 
+/*
+ * In front of the target set, a count of targets per slot (tgid modulo TARGET_SLOTS): the
+ * set's bucket array (1 MiB) is cold in the cache on most syscalls, and a lookup there cost
+ * about 100 ns per short read or failed call of every process on a busy host; a process
+ * whose slot holds no target stops at this 16 KiB array. Only add_target and forget_target
+ * change the set, so the counts stay exact: user space adds through register_target.
+ */
+#define TARGET_SLOTS 4096
+__u32 target_slots[TARGET_SLOTS];
+
 static __always_inline bool is_target(__u32 tgid)
 {
 	if (!filter_targets)
 		return tgid != self_tgid;
+	if (!target_slots[tgid & (TARGET_SLOTS - 1)])
+		return false;
 	return bpf_map_lookup_elem(&targets, &tgid) != NULL;
+}
+
+static __always_inline void forget_target(__u32 tgid)
+{
+	if (bpf_map_delete_elem(&targets, &tgid) == 0)
+		/* an add of -1: clang without -mcpu=v3 has no atomic subtract for BPF */
+		__sync_fetch_and_add(&target_slots[tgid & (TARGET_SLOTS - 1)], -1);
 }
 
 static __always_inline void *reserve(__u64 size, __u32 drop_counter)
@@ -1036,7 +1056,7 @@ int BPF_PROG(on_process_exit, struct task_struct *p)
 	bpf_map_delete_elem(&last_signal, &tgid);
 	bpf_map_delete_elem(&cwds, &tgid);
 	if (filter_targets)
-		bpf_map_delete_elem(&targets, &tgid);
+		forget_target(tgid);
 	return 0;
 }
 
@@ -1067,11 +1087,28 @@ static __always_inline void emit_start(__u32 pid, __u32 ppid, struct task_struct
 	submit(e);
 }
 
-static __always_inline void add_target(__u32 tgid)
+/* Returns 1 when the set is full (counted), 0 when tgid is (now or already) a target. */
+static __always_inline int add_target(__u32 tgid)
 {
 	__u8 one = 1;
-	if (bpf_map_update_elem(&targets, &tgid, &one, BPF_ANY))
-		count(TRACERD_CNT_TARGETS_FULL);
+	long err = bpf_map_update_elem(&targets, &tgid, &one, BPF_NOEXIST);
+
+	if (!err) {
+		__sync_fetch_and_add(&target_slots[tgid & (TARGET_SLOTS - 1)], 1);
+		return 0;
+	}
+	if (err == -EEXIST)
+		return 0;
+	count(TRACERD_CNT_TARGETS_FULL);
+	return 1;
+}
+
+/* Run by user space (BPF_PROG_TEST_RUN with the tgid as the first argument), never
+ * attached: the daemon's and the reproducer's way into the target set. */
+SEC("raw_tp")
+int register_target(__u64 *args)
+{
+	return add_target((__u32)args[0]);
 }
 
 SEC("tp_btf/sched_process_fork")

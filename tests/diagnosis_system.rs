@@ -24,13 +24,6 @@ fn text(o: &Output) -> String {
     )
 }
 
-fn eventgen_as(alias: &str) -> PathBuf {
-    let src = program("eventgen");
-    let dst = src.with_file_name(alias);
-    std::fs::copy(&src, &dst).expect("copying eventgen");
-    dst
-}
-
 /// Three copies of eventgen, one per node. The reader and the checker live for a few
 /// milliseconds: they are matched by the command line tracerd read in the kernel at exec.
 struct Progs {

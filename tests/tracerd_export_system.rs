@@ -13,26 +13,6 @@ use serde_json::Value;
 
 use common::*;
 
-/// A copy of eventgen whose file name (and so comm) is `alias`.
-fn eventgen_as(alias: &str) -> PathBuf {
-    let src = program("eventgen");
-    let dst = src.with_file_name(alias);
-    std::fs::copy(&src, &dst).expect("copying eventgen");
-    dst
-}
-
-fn run_prog(prog: &Path, args: &[&str]) -> u32 {
-    let mut child = Command::new(prog)
-        .args(args)
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn");
-    let pid = child.id();
-    let status = child.wait().expect("wait");
-    assert!(status.success(), "{} {args:?} failed: {status}", prog.display());
-    pid
-}
-
 /// A child killed (SIGKILL) and reaped on drop, whatever the test's outcome.
 struct Reaped(Child);
 

@@ -11,26 +11,6 @@ use std::time::{Duration, Instant};
 
 use common::*;
 
-/// A copy of eventgen whose file name (and so comm) is `alias`.
-fn eventgen_as(alias: &str) -> PathBuf {
-    let src = program("eventgen");
-    let dst = src.with_file_name(alias);
-    std::fs::copy(&src, &dst).expect("copying eventgen");
-    dst
-}
-
-fn run_prog(prog: &Path, args: &[&str]) -> u32 {
-    let mut child = Command::new(prog)
-        .args(args)
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn");
-    let pid = child.id();
-    let status = child.wait().expect("wait");
-    assert!(status.success(), "{} {args:?} failed: {status}", prog.display());
-    pid
-}
-
 fn only<'a>(v: Vec<&'a serde_json::Value>, what: &str) -> &'a serde_json::Value {
     assert_eq!(v.len(), 1, "expected exactly one {what}, got {v:#?}");
     v[0]

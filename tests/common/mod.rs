@@ -346,3 +346,24 @@ pub fn events_of<'a>(events: &'a [serde_json::Value], kind: &str, pid: u32) -> V
         .filter(|e| e["kind"] == kind && e["pid"] == pid)
         .collect()
 }
+
+/// A copy of eventgen whose file name (and so comm) is `alias`.
+pub fn eventgen_as(alias: &str) -> PathBuf {
+    let src = program("eventgen");
+    let dst = src.with_file_name(alias);
+    std::fs::copy(&src, &dst).expect("copying eventgen");
+    dst
+}
+
+/// Runs `prog` to completion (stderr discarded), asserts it succeeded, returns its pid.
+pub fn run_prog(prog: &Path, args: &[&str]) -> u32 {
+    let mut child = Command::new(prog)
+        .args(args)
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let pid = child.id();
+    let status = child.wait().expect("wait");
+    assert!(status.success(), "{} {args:?} failed: {status}", prog.display());
+    pid
+}

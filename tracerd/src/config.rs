@@ -97,7 +97,7 @@ impl Default for Config {
             functions: None,
             kernel_buffer_bytes: 8 << 20,
             open_files: 32768,
-            connections: 65536,
+            connections: 16384,
             processes: 16384,
             count_syscalls: false,
             syscall_hook: SyscallHook::Auto,

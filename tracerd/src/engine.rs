@@ -112,9 +112,7 @@ impl Engine {
             Vec::new()
         };
         for p in &initial_processes {
-            skel.maps
-                .targets
-                .update(&p.pid.to_ne_bytes(), &[1], MapFlags::ANY)?;
+            register_target(&skel, p.pid)?;
         }
         let mut engine = Engine {
             skel,
@@ -364,16 +362,14 @@ impl Engine {
 
     /// Adds a process (and, from now on, its descendants) to the traced set.
     pub fn add_target(&self, pid: u32) -> Result<()> {
-        self.skel
-            .maps
-            .targets
-            .update(&pid.to_ne_bytes(), &[1], MapFlags::ANY)?;
-        Ok(())
+        register_target(&self.skel, pid)
     }
 
-    /// An owned handle on the target set, usable from other threads.
-    pub fn targets_handle(&self) -> Result<libbpf_rs::MapHandle> {
-        Ok(libbpf_rs::MapHandle::try_from(&self.skel.maps.targets)?)
+    /// An owned fd of the program that adds a process to the target set (see
+    /// [`register_target`]), usable from other threads and from a child before it execs.
+    pub fn register_target_program(&self) -> Result<std::os::fd::OwnedFd> {
+        use std::os::fd::AsFd;
+        Ok(self.skel.progs.register_target.as_fd().try_clone_to_owned()?)
     }
 
     /// Polls the kernel buffer into `recorder` until `between` breaks; `between` runs after
@@ -538,10 +534,32 @@ fn choose_syscall_hook(open: &mut OpenTracerSkel<'static>, config: &Config) -> S
     words
 }
 
-/// The period of `look_at_connections`: a tenth of the gap threshold, between 10 and 100 ms.
+/// Adds `pid` to the kernel's target set. Always through the `register_target` program,
+/// never by writing the map: the program also keeps the per-slot counts that let every other
+/// process skip the set (see `is_target` in tracer.bpf.c).
+fn register_target(skel: &TracerSkel, pid: u32) -> Result<()> {
+    let mut args = u64::from(pid).to_ne_bytes();
+    let input = libbpf_rs::ProgramInput {
+        context_in: Some(&mut args),
+        ..Default::default()
+    };
+    let out = skel
+        .progs
+        .register_target
+        .test_run(input)
+        .with_context(|| format!("adding process {pid} to the traced set"))?;
+    if out.return_value != 0 {
+        bail!("adding process {pid} to the traced set: the set is full (65536 processes)");
+    }
+    Ok(())
+}
+
+/// The period of `look_at_connections`: a tenth of the gap threshold, between 10 and 250 ms.
+/// Each look walks every slot of the connection map, watched or not (about 13 ns a slot
+/// here), so looking more often than that precision needs is CPU spent on an idle host.
 /// A silence's end is known to within this period.
 fn look_period(gap_ms: u64) -> Duration {
-    Duration::from_millis((gap_ms / 10).clamp(10, 100))
+    Duration::from_millis((gap_ms / 10).clamp(10, 250))
 }
 
 /// Sum of a per-CPU u64 value.

@@ -23,7 +23,7 @@ enum Cmd {
 pub struct TraceSession {
     tx: Sender<Cmd>,
     thread: Option<JoinHandle<()>>,
-    targets: libbpf_rs::MapHandle,
+    register_target: std::os::fd::OwnedFd,
 }
 
 fn serve(
@@ -52,7 +52,7 @@ impl TraceSession {
     /// Starts tracing as `config` says; returns once every probe is attached.
     pub fn start(config: Config) -> Result<TraceSession> {
         let (tx, rx) = unbounded::<Cmd>();
-        let (ready_tx, ready_rx) = bounded::<Result<libbpf_rs::MapHandle, String>>(1);
+        let (ready_tx, ready_rx) = bounded::<Result<std::os::fd::OwnedFd, String>>(1);
         let thread = std::thread::Builder::new()
             .name("trace-session".into())
             .spawn(move || {
@@ -65,7 +65,7 @@ impl TraceSession {
                 };
                 let mut rec = Recorder::new(&config);
                 rec.add_processes(engine.take_initial_processes());
-                let _ = ready_tx.send(engine.targets_handle().map_err(|e| format!("{e:#}")));
+                let _ = ready_tx.send(engine.register_target_program().map_err(|e| format!("{e:#}")));
                 let mut seq = 0;
                 let result = engine.run(&mut rec, Duration::from_millis(20), |engine, rec| {
                     serve(engine, rec, &config, &rx, &mut seq)
@@ -74,21 +74,23 @@ impl TraceSession {
                     log::error!("tracing session stopped: {e:#}");
                 }
             })?;
-        let targets = ready_rx
+        let register_target = ready_rx
             .recv()
             .map_err(|_| anyhow!("tracing session thread died"))?
             .map_err(|e| anyhow!(e))?;
         Ok(TraceSession {
             tx,
             thread: Some(thread),
-            targets,
+            register_target,
         })
     }
 
-    /// Raw fd of the kernel's target set (u32 pid -> u8): a child can add itself before exec.
-    pub fn targets_map_fd(&self) -> std::os::fd::RawFd {
-        use std::os::fd::{AsFd, AsRawFd};
-        self.targets.as_fd().as_raw_fd()
+    /// Raw fd of the BPF program that adds a process to the traced set when run
+    /// (`BPF_PROG_TEST_RUN`, the tgid as its first argument): a child can add itself before
+    /// exec. The set itself is never written directly (see `Engine::add_target`).
+    pub fn register_target_fd(&self) -> std::os::fd::RawFd {
+        use std::os::fd::AsRawFd;
+        self.register_target.as_raw_fd()
     }
 
     /// Traces `pid` and, from now on, its descendants.

@@ -410,10 +410,8 @@ impl Run<'_> {
             seccomp: filter
                 .as_deref()
                 .map(|f| (f, std::os::fd::AsRawFd::as_raw_fd(&child_end))),
-            register: &[
-                (self.injector.node_map_fd(), (i as u32).to_ne_bytes()),
-                (self.session.targets_map_fd(), 1u32.to_ne_bytes()),
-            ],
+            register: &[(self.injector.node_map_fd(), (i as u32).to_ne_bytes())],
+            trace: Some(self.session.register_target_fd()),
             user: self.users[i].as_ref(),
         };
         if filter.is_some() {
@@ -620,6 +618,7 @@ impl Run<'_> {
             cwd: &self.workdir,
             seccomp: None,
             register: &[],
+            trace: None,
             user: None,
         })?;
         self.started = Instant::now();

@@ -19,10 +19,64 @@ pub struct Launch<'a> {
     /// classic-BPF seccomp filter to install before exec, and the socket to send its listener on
     pub seccomp: Option<(&'a [libc::sock_filter], std::os::fd::RawFd)>,
     /// BPF maps (fd, value) in which the child enters its own pid before exec, so that it is
-    /// known to the injector and the tracer from its first instruction on
+    /// known to the injector from its first instruction on
     pub register: &'a [(std::os::fd::RawFd, [u8; 4])],
+    /// the tracer's `register_target` program, run by the child with its own pid before exec
+    /// (the tracer's set is entered only through that program)
+    pub trace: Option<std::os::fd::RawFd>,
     /// the account to run as (after the steps above, which need root)
     pub user: Option<&'a super::runas::RunAs>,
+}
+
+/// bpf(BPF_PROG_TEST_RUN) of a raw tracepoint program with `arg` as its one argument, with
+/// the raw syscall: usable between fork and exec. A non-zero return value (the program's
+/// refusal) is an error.
+fn prog_run_raw(prog_fd: std::os::fd::RawFd, arg: u32) -> std::io::Result<()> {
+    #[repr(C)]
+    #[derive(Default)]
+    struct TestAttr {
+        prog_fd: u32,
+        retval: u32,
+        data_size_in: u32,
+        data_size_out: u32,
+        data_in: u64,
+        data_out: u64,
+        repeat: u32,
+        duration: u32,
+        ctx_size_in: u32,
+        ctx_size_out: u32,
+        ctx_in: u64,
+        ctx_out: u64,
+        flags: u32,
+        cpu: u32,
+        batch_size: u32,
+        _pad: u32,
+    }
+    const BPF_PROG_TEST_RUN: libc::c_long = 10;
+    let args = [u64::from(arg)];
+    let mut attr = TestAttr {
+        prog_fd: prog_fd as u32,
+        ctx_size_in: std::mem::size_of_val(&args) as u32,
+        ctx_in: args.as_ptr() as u64,
+        ..Default::default()
+    };
+    // SAFETY: attr and the argument array it points at outlive the call; the kernel writes
+    // only attr's retval and duration.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            BPF_PROG_TEST_RUN,
+            &mut attr as *mut TestAttr,
+            std::mem::size_of::<TestAttr>(),
+        )
+    };
+    if r < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    if attr.retval != 0 {
+        return Err(std::io::Error::other("the traced set is full"));
+    }
+    Ok(())
 }
 
 /// bpf(BPF_MAP_UPDATE_ELEM) with the raw syscall: usable between fork and exec.
@@ -79,6 +133,7 @@ pub fn spawn(launch: &Launch<'_>) -> Result<Child> {
     };
     let seccomp = launch.seccomp.map(|(f, fd)| (f.to_vec(), fd));
     let register = launch.register.to_vec();
+    let trace = launch.trace;
     let user = launch.user.cloned();
     if let Some(u) = &user {
         u.set_env(&mut cmd);
@@ -92,9 +147,12 @@ pub fn spawn(launch: &Launch<'_>) -> Result<Child> {
                     return Err(std::io::Error::last_os_error());
                 }
             }
-            let pid = (libc::getpid() as u32).to_ne_bytes();
+            let pid = libc::getpid() as u32;
             for (fd, value) in &register {
-                map_update_raw(*fd, &pid, value)?;
+                map_update_raw(*fd, &pid.to_ne_bytes(), value)?;
+            }
+            if let Some(fd) = trace {
+                prog_run_raw(fd, pid)?;
             }
             if let Some((filter, channel)) = &seccomp {
                 super::seccomp::install_in_child(filter, *channel)?;
@@ -135,6 +193,7 @@ pub fn run_until_as(
         cwd,
         seccomp: None,
         register: &[],
+        trace: None,
         user,
     })?;
     loop {
