@@ -1188,7 +1188,10 @@ command = ["bash", "-c", "w=$(sed -n 's/worst rtt \\([0-9]*\\) ms/\\1/p' {{workd
     let mut workdirs = Vec::new();
     for (ok, t) in &results {
         assert!(ok, "{t}");
-        assert!(t.contains("bug: yes") && t.contains("fault 1 partition on client"), "{t}");
+        assert!(
+            t.contains("bug: yes") && t.contains("fault 1 partition on client"),
+            "{t}"
+        );
         let workdir = t
             .lines()
             .find_map(|l| l.strip_prefix("run directory: "))

@@ -118,6 +118,9 @@ enum Command {
         /// The profile (JSON); the infrequent functions go next to it, extension .functions
         #[arg(long, value_name = "FILE")]
         out: PathBuf,
+        /// Runs side by side at most after the first (default: half the cores, at least 1)
+        #[arg(long, value_name = "N")]
+        jobs: Option<usize>,
     },
 }
 
@@ -263,15 +266,18 @@ fn main_inner(cli: Cli) -> Result<bool> {
             functions_from,
             infrequent_below,
             out,
+            jobs,
         } => {
             let sc = Scenario::load(&scenario)?;
+            let jobs = jobs_for(&sc, jobs)?;
+            let scenario_file = std::fs::canonicalize(&scenario).unwrap_or(scenario);
             profile::check_output(&out)?;
             let opts = profile::ProfileOptions {
                 runs,
                 function_patterns: functions_from,
                 infrequent_below_per_s: infrequent_below,
             };
-            let (p, candidates) = reproducer::profiling::profile(&sc, &opts)?;
+            let (p, candidates) = reproducer::profiling::profile(&sc, &scenario_file, &opts, jobs)?;
             let list = profile::write(&p, &out)?;
             println!("{}", profile::summary(&p, candidates));
             println!("profile: {}", out.display());
@@ -339,7 +345,7 @@ fn jobs_for(sc: &Scenario, asked: Option<usize>) -> Result<usize> {
     let jobs = asked.unwrap_or((cores / 2).max(1));
     if jobs > 1 && !netbed::runs_side_by_side(sc) {
         eprintln!(
-            "reproduce: scenario {} has a node without an address (on the host network, its ports shared with other runs): its runs go one at a time, not {jobs} side by side",
+            "reproducer: scenario {} has a node without an address (on the host network, its ports shared with other runs): its runs go one at a time, not {jobs} side by side",
             sc.name
         );
         return Ok(1);

@@ -122,7 +122,11 @@ fn run_one(runner: &dyn Runner, scenario: &Scenario, schedule: &Schedule, dir: &
 /// Runs `jobs` side by side; results in the order given. Plain scoped threads rather than
 /// tokio: each job blocks on one run (a child process) and a batch holds at most `--jobs`
 /// of them; there is nothing for an event loop to multiplex.
-fn run_side_by_side(runner: &dyn Runner, scenario: &Scenario, jobs: &[(Schedule, PathBuf)]) -> Vec<RunResult> {
+fn run_side_by_side(
+    runner: &dyn Runner,
+    scenario: &Scenario,
+    jobs: &[(Schedule, PathBuf)],
+) -> Vec<RunResult> {
     if let [(schedule, dir)] = jobs {
         return vec![run_one(runner, scenario, schedule, dir)];
     }
@@ -445,7 +449,12 @@ impl<'a> Search<'a> {
                 format!(
                     "{} ({}) ran side by side with this attempt; the search did not come to it: removed",
                     a.what,
-                    a.schedule.to_toml().lines().filter(|l| !l.is_empty()).collect::<Vec<_>>().join("; ")
+                    a.schedule
+                        .to_toml()
+                        .lines()
+                        .filter(|l| !l.is_empty())
+                        .collect::<Vec<_>>()
+                        .join("; ")
                 ),
             )?;
         }
@@ -472,8 +481,8 @@ impl<'a> Search<'a> {
         let Some(at) = self.ahead.iter().position(|(s, _)| s == schedule) else {
             return Vec::new();
         };
-        let budget = (self.cfg.max_runs.saturating_sub(self.runs + 1) as usize)
-            .saturating_sub(self.prefetched.len());
+        let budget =
+            (self.cfg.max_runs.saturating_sub(self.runs + 1) as usize).saturating_sub(self.prefetched.len());
         let room = (self.jobs() - 1).min(budget);
         let mut out: Vec<(Schedule, String)> = Vec::new();
         for (s, what) in &self.ahead[at + 1..] {

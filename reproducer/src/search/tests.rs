@@ -188,7 +188,12 @@ fn search(fake: &mut Fake, d: &Diagnosis, max_runs: u32) -> (Result<SearchResult
     search_jobs(fake, d, max_runs, 1)
 }
 
-fn search_jobs(fake: &Fake, d: &Diagnosis, max_runs: u32, jobs: usize) -> (Result<SearchResult>, tempfile::TempDir) {
+fn search_jobs(
+    fake: &Fake,
+    d: &Diagnosis,
+    max_runs: u32,
+    jobs: usize,
+) -> (Result<SearchResult>, tempfile::TempDir) {
     let scenario = Scenario::parse(SCENARIO, "t").unwrap();
     let out = tempfile::tempdir().unwrap();
     let cfg = SearchConfig {
@@ -641,7 +646,7 @@ fn best_right_after_a_bug_run_is_not_zero() {
     let d = diagnosis(vec![candidate(crash(), 0, 1, &[])]);
     let scenario = Scenario::parse(SCENARIO, "t").unwrap();
     let out = tempfile::tempdir().unwrap();
-    let mut fake = Fake::new(|_, _, _| false);
+    let fake = Fake::new(|_, _, _| false);
     let cfg = SearchConfig {
         target_rate: 0.8,
         max_runs: 10,
@@ -819,12 +824,16 @@ fn one_job_and_three_jobs_find_the_same_schedule_the_same_way() {
         candidate(syscall("fsync", "EIO"), 1, 3, &[]),
         candidate(syscall("read", "EIO"), 1, 4, &[]),
     ]);
-    let is_fsync = |f: &PlannedFault| matches!(&f.fault.action, Action::Syscall { syscall, .. } if syscall == "fsync");
+    let is_fsync = |f: &PlannedFault| matches!(&f.fault.action, Action::Syscall { syscall, .. } if syscall.as_str() == "fsync");
     let bug = move |plan: &FaultPlan, fired: &[bool], k: u32| {
-        let fsync_nth = plan.faults.iter().zip(fired).find_map(|(f, &on)| match &f.fault.action {
-            Action::Syscall { nth, .. } if on && is_fsync(f) => Some(*nth),
-            _ => None,
-        });
+        let fsync_nth = plan
+            .faults
+            .iter()
+            .zip(fired)
+            .find_map(|(f, &on)| match &f.fault.action {
+                Action::Syscall { nth, .. } if on && is_fsync(f) => Some(*nth),
+                _ => None,
+            });
         let crash_at_0x20 = plan.faults.iter().any(|f| f.fault.context.offset == Some(0x20));
         match fsync_nth {
             Some(_) if crash_at_0x20 => true,
@@ -846,12 +855,17 @@ fn one_job_and_three_jobs_find_the_same_schedule_the_same_way() {
     assert_eq!(r1.outcome, Outcome::Reproduced);
     assert_eq!(r1.level, 3, "{}", comparable(&r1, out1.path()));
     assert!(
-        r1.attempts.iter().any(|a| a.confirmation.is_some_and(|c| !c.met && c.runs > 4)),
+        r1.attempts
+            .iter()
+            .any(|a| a.confirmation.is_some_and(|c| !c.met && c.runs > 4)),
         "the flaky 5th fsync went through a long confirmation"
     );
     assert_eq!(comparable(&r1, out1.path()), comparable(&r3, out3.path()));
     // the three-job search ran side by side and threw away what it did not need
-    assert_eq!((r1.surplus_runs, one.max_in_flight.load(Ordering::SeqCst)), (0, 1));
+    assert_eq!(
+        (r1.surplus_runs, one.max_in_flight.load(Ordering::SeqCst)),
+        (0, 1)
+    );
     assert!(three.max_in_flight.load(Ordering::SeqCst) > 1);
     assert!(r3.surplus_runs > 0);
     let replay = r3.replay.unwrap().runs;
@@ -867,5 +881,8 @@ fn one_job_and_three_jobs_find_the_same_schedule_the_same_way() {
         .map(|e| e.file_name().to_string_lossy().to_string())
         .filter(|n| n.starts_with("ahead-"))
         .collect();
-    assert!(left.is_empty(), "runs made ahead and not used are removed: {left:?}");
+    assert!(
+        left.is_empty(),
+        "runs made ahead and not used are removed: {left:?}"
+    );
 }

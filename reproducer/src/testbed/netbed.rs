@@ -23,8 +23,10 @@ use crate::model::scenario::Scenario;
 
 /// Where run-id and host-network locks live (tmpfs: nothing survives a reboot).
 const LOCK_DIR: &str = "/run/reproducer";
-/// Run ids are below this (interface names: `rpb` + 5 digits fits IFNAMSIZ).
-const MAX_RUN_ID: u32 = 100_000;
+/// Run ids are 6 digits: `rpb` + 6 fits IFNAMSIZ, and they never meet the ids of reproducers
+/// from before the lock files (5 digits at most), which would not see the locks.
+const FIRST_RUN_ID: u32 = 100_000;
+const RUN_IDS: u32 = 900_000;
 
 /// A node's place on the test network.
 #[derive(Clone, Debug)]
@@ -95,14 +97,39 @@ fn try_lock(path: &str) -> Result<Option<File>> {
 fn claim_run_id() -> Result<(u32, File)> {
     static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let start = (std::process::id().wrapping_mul(10).wrapping_add(seq)) % MAX_RUN_ID;
-    for k in 0..MAX_RUN_ID {
-        let id = (start + k) % MAX_RUN_ID;
+    let start = std::process::id().wrapping_mul(10).wrapping_add(seq) % RUN_IDS;
+    for k in 0..RUN_IDS {
+        let id = FIRST_RUN_ID + (start + k) % RUN_IDS;
         if let Some(lock) = try_lock(&format!("{LOCK_DIR}/run-{id}.lock"))? {
+            remove_stale(id);
             return Ok((id, lock));
         }
     }
-    bail!("no free run id: {MAX_RUN_ID} runs hold one")
+    bail!("no free run id: {RUN_IDS} runs hold one")
+}
+
+/// Removes what a run with id `id` that was killed before its cleanup left behind: whoever
+/// holds the id's lock owns every name made from it.
+fn remove_stale(id: u32) {
+    let node_prefix = format!("rp{id}-");
+    let run_netns = format!("rpr{id}");
+    let stale: Vec<String> = std::fs::read_dir("/run/netns")
+        .map(|it| {
+            it.flatten()
+                .map(|e| e.file_name().to_string_lossy().to_string())
+                .filter(|n| *n == run_netns || n.starts_with(&node_prefix))
+                .collect()
+        })
+        .unwrap_or_default();
+    for ns in stale {
+        log::warn!("removing network namespace {ns}, left behind by a run that did not clean up");
+        let _ = ip(&["netns", "del", &ns]);
+    }
+    let bridge = format!("rpb{id}");
+    if std::path::Path::new("/sys/class/net").join(&bridge).exists() {
+        log::warn!("removing bridge {bridge}, left behind by a run that did not clean up");
+        let _ = ip(&["link", "del", &bridge]);
+    }
 }
 
 /// Waits for the host-network lock: one run with host-network nodes at a time, across every

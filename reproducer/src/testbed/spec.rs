@@ -174,7 +174,10 @@ pub fn run_in_child(spec: &Path, dir: &Path) -> Result<RunReport> {
     stderr.rewind()?;
     stderr.read_to_string(&mut messages)?;
     let error_prefix = "reproducer: error: ";
-    let error = messages.lines().find_map(|l| l.strip_prefix(error_prefix)).map(String::from);
+    let error = messages
+        .lines()
+        .find_map(|l| l.strip_prefix(error_prefix))
+        .map(String::from);
     for line in messages.lines().filter(|l| !l.starts_with(error_prefix)) {
         eprintln!("    {line}");
     }
@@ -230,7 +233,11 @@ mod tests {
     fn a_bad_spec_names_the_file_and_what() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join(SPEC_FILE);
-        std::fs::write(&path, "scenario_file = \"x\"\nschedule = \"\"\n[scenario]\nname = \"a\"\n").unwrap();
+        std::fs::write(
+            &path,
+            "scenario_file = \"x\"\nschedule = \"\"\n[scenario]\nname = \"a\"\n",
+        )
+        .unwrap();
         let e = format!("{:#}", RunSpec::load(&path).unwrap_err());
         assert!(e.contains(SPEC_FILE) && e.contains("nodes"), "{e}");
     }
