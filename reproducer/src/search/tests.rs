@@ -203,7 +203,7 @@ fn search_jobs(
         keep_bytes: u64::MAX,
         jobs,
     };
-    let result = Search::new(&scenario, d, cfg, &*fake).and_then(Search::run);
+    let result = Search::new(&scenario, d, cfg, fake).and_then(Search::run);
     (result, out)
 }
 
