@@ -93,13 +93,10 @@ fn try_lock(path: &str) -> Result<Option<File>> {
     }
 }
 
-/// A run id no other run holds now, from a start that differs per process and per call.
+/// The lowest run id no other run holds now: ids (and their lock files) are reused, so
+/// there are never more lock files than runs that were at the same time.
 fn claim_run_id() -> Result<(u32, File)> {
-    static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-    let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let start = std::process::id().wrapping_mul(10).wrapping_add(seq) % RUN_IDS;
-    for k in 0..RUN_IDS {
-        let id = FIRST_RUN_ID + (start + k) % RUN_IDS;
+    for id in FIRST_RUN_ID..FIRST_RUN_ID + RUN_IDS {
         if let Some(lock) = try_lock(&format!("{LOCK_DIR}/run-{id}.lock"))? {
             remove_stale(id);
             return Ok((id, lock));
