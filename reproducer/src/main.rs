@@ -1,5 +1,5 @@
 //! The `reproducer` command line: run a scenario once with a schedule, replay it N times,
-//! or profile it fault-free.
+//! profile it fault-free, diagnose dumps, search for a schedule, or run one run spec.
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -16,6 +16,8 @@ use reproducer::report;
 use reproducer::search::runner::TestbedRunner;
 use reproducer::search::{Outcome, Search, SearchConfig};
 use reproducer::testbed::executor::{run, RunOptions, RunReport};
+use reproducer::testbed::netbed;
+use reproducer::testbed::spec::RunSpec;
 
 #[derive(Parser)]
 #[command(
@@ -87,6 +89,18 @@ enum Command {
         /// Byte budget for the kept run directories under attempts/
         #[arg(long, value_name = "BYTES", default_value_t = reproducer::search::retention::DEFAULT_KEEP_BYTES)]
         keep_bytes: u64,
+        /// Runs side by side at most (default: half the cores, at least 1); the result is
+        /// the same as with 1. A scenario with a node without an address runs one at a time
+        #[arg(long, value_name = "N")]
+        jobs: Option<usize>,
+    },
+    /// Run one run spec (an attempt.toml a search wrote) in DIR; print its report as JSON
+    RunAttempt {
+        #[arg(long, value_name = "FILE")]
+        spec: PathBuf,
+        /// Where the run's directory goes
+        #[arg(long, value_name = "DIR")]
+        dir: PathBuf,
     },
     /// Run the workload fault-free K times and write what is normal: benign failures,
     /// syscall frequencies, and calls per function (the infrequent ones into OUT's .functions)
@@ -104,6 +118,9 @@ enum Command {
         /// The profile (JSON); the infrequent functions go next to it, extension .functions
         #[arg(long, value_name = "FILE")]
         out: PathBuf,
+        /// Runs side by side at most after the first (default: half the cores, at least 1)
+        #[arg(long, value_name = "N")]
+        jobs: Option<usize>,
     },
 }
 
@@ -219,6 +236,11 @@ fn main_inner(cli: Cli) -> Result<bool> {
             Ok(bugs as f64 / runs as f64 >= target_rate)
         }
         Command::Diagnose { .. } => unreachable!("handled above"),
+        Command::RunAttempt { spec, dir } => {
+            let report = RunSpec::load(&spec)?.run(&spec, &dir)?;
+            println!("{}", serde_json::to_string(&report)?);
+            Ok(true)
+        }
         Command::Reproduce {
             scenario,
             traces,
@@ -227,6 +249,7 @@ fn main_inner(cli: Cli) -> Result<bool> {
             max_runs,
             out,
             keep_bytes,
+            jobs,
         } => reproduce_cmd(ReproduceArgs {
             scenario,
             traces,
@@ -235,6 +258,7 @@ fn main_inner(cli: Cli) -> Result<bool> {
             max_runs,
             out,
             keep_bytes,
+            jobs,
         }),
         Command::Profile {
             scenario,
@@ -242,15 +266,18 @@ fn main_inner(cli: Cli) -> Result<bool> {
             functions_from,
             infrequent_below,
             out,
+            jobs,
         } => {
             let sc = Scenario::load(&scenario)?;
+            let jobs = jobs_for(&sc, jobs)?;
+            let scenario_file = std::fs::canonicalize(&scenario).unwrap_or(scenario);
             profile::check_output(&out)?;
             let opts = profile::ProfileOptions {
                 runs,
                 function_patterns: functions_from,
                 infrequent_below_per_s: infrequent_below,
             };
-            let (p, candidates) = reproducer::profiling::profile(&sc, &opts)?;
+            let (p, candidates) = reproducer::profiling::profile(&sc, &scenario_file, &opts, jobs)?;
             let list = profile::write(&p, &out)?;
             println!("{}", profile::summary(&p, candidates));
             println!("profile: {}", out.display());
@@ -305,6 +332,25 @@ struct ReproduceArgs {
     max_runs: u32,
     out: PathBuf,
     keep_bytes: u64,
+    jobs: Option<usize>,
+}
+
+/// `--jobs`, or half the cores (at least 1); 1 when the scenario's runs cannot go side by
+/// side (a node on the host network), which is said.
+fn jobs_for(sc: &Scenario, asked: Option<usize>) -> Result<usize> {
+    if asked == Some(0) {
+        bail!("--jobs must be at least 1");
+    }
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let jobs = asked.unwrap_or((cores / 2).max(1));
+    if jobs > 1 && !netbed::runs_side_by_side(sc) {
+        eprintln!(
+            "reproducer: scenario {} has a node without an address (on the host network, its ports shared with other runs): its runs go one at a time, not {jobs} side by side",
+            sc.name
+        );
+        return Ok(1);
+    }
+    Ok(jobs)
 }
 
 fn reproduce_cmd(a: ReproduceArgs) -> Result<bool> {
@@ -312,6 +358,7 @@ fn reproduce_cmd(a: ReproduceArgs) -> Result<bool> {
         bail!("--target-rate must be in (0, 1] and --max-runs positive");
     }
     let sc = Scenario::load(&a.scenario)?;
+    let jobs = jobs_for(&sc, a.jobs)?;
     let timeline = Timeline::load(&a.traces, Some(&sc))?;
     let baseline = a
         .profile
@@ -328,9 +375,13 @@ fn reproduce_cmd(a: ReproduceArgs) -> Result<bool> {
         max_runs: a.max_runs,
         out: a.out.clone(),
         keep_bytes: a.keep_bytes,
+        jobs,
     };
-    let mut runner = TestbedRunner::new(&sc, &timeline.functions);
-    let result = Search::new(&sc, &d, cfg, &mut runner)?.run()?;
+    // the runs' specs name the scenario file; a relative name would not survive a job
+    // runner's other working directory
+    let scenario_file = std::fs::canonicalize(&a.scenario).unwrap_or_else(|_| a.scenario.clone());
+    let runner = TestbedRunner::new(&sc, &scenario_file, &timeline.functions);
+    let result = Search::new(&sc, &d, cfg, &runner)?.run()?;
     if let Some(text) = report::schedule_text(&sc, &result) {
         write_shared(&a.out.join("schedule.toml"), text.as_bytes())?;
     }
@@ -348,12 +399,13 @@ fn reproduce_cmd(a: ReproduceArgs) -> Result<bool> {
         .unwrap_or_else(|| "never".into());
     match &result.outcome {
         Outcome::Reproduced => println!(
-            "reproduced: {rate} in an independent replay, at level {}, {} schedules, {} runs (+{} replay runs), {:.0} s",
+            "reproduced: {rate} in an independent replay, at level {}, {} schedules, {} runs (+{} replay runs), {:.0} s{}",
             result.level,
             result.schedules_tried,
             result.runs,
             result.replay.map(|r| r.runs).unwrap_or(0),
-            result.seconds
+            result.seconds,
+            side_by_side(&result)
         ),
         Outcome::Missed(why) => println!("not reproduced at the target: {why}"),
     }
@@ -369,6 +421,15 @@ fn reproduce_cmd(a: ReproduceArgs) -> Result<bool> {
         );
     }
     Ok(matches!(result.outcome, Outcome::Reproduced))
+}
+
+/// ", --jobs N (K surplus runs)" when runs went side by side.
+fn side_by_side(r: &reproducer::search::SearchResult) -> String {
+    if r.jobs > 1 {
+        format!(", --jobs {} ({} surplus runs)", r.jobs, r.surplus_runs)
+    } else {
+        String::new()
+    }
 }
 
 /// Results are meant to be read and shared: mode 0644.

@@ -3,9 +3,11 @@
 //! (function events off, so a hot function cannot flood the trace), and aggregates the
 //! traces with `analysis::profile`. The candidates are the functions of the programs the
 //! nodes really run: the first run shows them behind wrappers, and is repeated when they
-//! differ from the declared ones.
+//! differ from the declared ones. With `jobs` > 1 the runs after the first go side by side,
+//! each a `reproducer run-attempt` process on its spec (see `testbed::spec`).
 use std::collections::BTreeSet;
 use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 
@@ -16,11 +18,52 @@ use crate::analysis::profile::{
 use crate::analysis::programs;
 use crate::model::plan::FaultPlan;
 use crate::model::scenario::Scenario;
-use crate::testbed::executor::{self, RunOptions};
+use crate::model::schedule::Schedule;
+use crate::testbed::executor::{self, RunOptions, RunReport};
+use crate::testbed::spec::{self, RunSpec, SpecOptions, TraceFunction};
 
-/// Runs the scenario fault-free `opts.runs` times and profiles it. Refuses when the
-/// oracle fires in a fault-free run.
-pub fn profile(scenario: &Scenario, opts: &ProfileOptions) -> Result<(Profile, usize)> {
+/// Fault-free profile runs side by side, each in `base/run-K/`, reports in order. Plain
+/// scoped threads: each waits on one child process.
+fn runs_side_by_side(
+    scenario: &Scenario,
+    scenario_file: &Path,
+    options: &SpecOptions,
+    base: &Path,
+    first: usize,
+    n: usize,
+) -> Vec<Result<RunReport>> {
+    let one = |k: usize| -> Result<RunReport> {
+        let dir = base.join(format!("run-{k}"));
+        std::fs::create_dir_all(&dir)?;
+        let spec = RunSpec {
+            scenario_file: scenario_file.display().to_string(),
+            scenario: scenario.clone(),
+            schedule: Schedule::default(),
+            options: options.clone(),
+        };
+        let path = spec.write(&dir)?;
+        spec::run_in_child(&path, &dir)
+    };
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (first..first + n).map(|k| scope.spawn(move || one(k))).collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(anyhow::anyhow!("a profile run's thread panicked")))
+            })
+            .collect()
+    })
+}
+
+/// Runs the scenario fault-free `opts.runs` times and profiles it, up to `jobs` runs side
+/// by side after the first. Refuses when the oracle fires in a fault-free run.
+pub fn profile(
+    scenario: &Scenario,
+    scenario_file: &Path,
+    opts: &ProfileOptions,
+    jobs: usize,
+) -> Result<(Profile, usize)> {
     if opts.runs == 0 {
         bail!("--runs must be at least 1");
     }
@@ -49,62 +92,92 @@ pub fn profile(scenario: &Scenario, opts: &ProfileOptions) -> Result<(Profile, u
     let mut runs = Vec::new();
     let mut programs_checked = false;
     while runs.len() < opts.runs as usize {
-        let i = runs.len() + 1;
-        let report = executor::run(scenario, &FaultPlan::default(), &run_opts(&candidates))?;
-        if report.bug {
-            let _ = std::fs::remove_dir_all(&report.workdir);
-            bail!(
+        // the first run alone: it may change the candidates of the others
+        let n = if programs_checked {
+            jobs.max(1).min(opts.runs as usize - runs.len())
+        } else {
+            1
+        };
+        let reports = if n == 1 {
+            vec![executor::run(
+                scenario,
+                &FaultPlan::default(),
+                &run_opts(&candidates),
+            )]
+        } else {
+            let o = run_opts(&candidates);
+            let options = SpecOptions {
+                keep: true,
+                profiling: true,
+                trace_functions: o
+                    .trace_functions
+                    .into_iter()
+                    .map(|(node, function)| TraceFunction { node, function })
+                    .collect(),
+            };
+            runs_side_by_side(scenario, scenario_file, &options, base.path(), runs.len() + 1, n)
+        };
+        for report in reports {
+            let i = runs.len() + 1;
+            let report = report?;
+            if report.bug {
+                let _ = std::fs::remove_dir_all(&report.workdir);
+                bail!(
                 "oracle fired in fault-free run {i} of {}: the oracle must be false without faults, or the profile would count the bug's symptoms as normal (oracle: {})",
                 opts.runs,
                 scenario.oracle.command.join(" ")
             );
-        }
-        if report.timed_out {
-            eprintln!("reproducer: warning: fault-free run {i} hit run_timeout_s; its workload was stopped");
-        }
-        let trace = report.trace.as_ref().context("the run kept no trace")?;
-        if !programs_checked {
-            // the first run shows what the nodes really execute behind their wrappers
-            programs_checked = true;
-            let ran = programs::executed(scenario, trace, &report.launched)?;
-            let found = programs_after_run(&programs, &ran, scenario.nodes.len());
-            let reals = |ps: &[Program]| {
-                ps.iter()
-                    .map(|p| (p.node, p.real.clone()))
-                    .collect::<BTreeSet<_>>()
-            };
-            if reals(&found) != reals(&programs) {
-                for p in found
-                    .iter()
-                    .filter(|p| !programs.iter().any(|q| q.node == p.node && q.real == p.real))
-                {
-                    let node = &scenario.nodes[p.node];
+            }
+            if report.timed_out {
+                eprintln!(
+                    "reproducer: warning: fault-free run {i} hit run_timeout_s; its workload was stopped"
+                );
+            }
+            let trace = report.trace.as_ref().context("the run kept no trace")?;
+            if !programs_checked {
+                // the first run shows what the nodes really execute behind their wrappers
+                programs_checked = true;
+                let ran = programs::executed(scenario, trace, &report.launched)?;
+                let found = programs_after_run(&programs, &ran, scenario.nodes.len());
+                let reals = |ps: &[Program]| {
+                    ps.iter()
+                        .map(|p| (p.node, p.real.clone()))
+                        .collect::<BTreeSet<_>>()
+                };
+                if reals(&found) != reals(&programs) {
+                    for p in found
+                        .iter()
+                        .filter(|p| !programs.iter().any(|q| q.node == p.node && q.real == p.real))
+                    {
+                        let node = &scenario.nodes[p.node];
+                        println!(
+                            "profile: node {} runs {} (its command: {})",
+                            node.name,
+                            p.named.display(),
+                            node.command[0]
+                        );
+                    }
                     println!(
-                        "profile: node {} runs {} (its command: {})",
-                        node.name,
-                        p.named.display(),
-                        node.command[0]
-                    );
-                }
-                println!(
                     "profile run {i}/{}: repeated with the functions of the programs the nodes really run",
                     opts.runs
                 );
-                programs = found;
-                (candidates, why_none) = candidate_functions(scenario, &programs, &opts.function_patterns)?;
-                let _ = std::fs::remove_dir_all(&report.workdir);
-                continue;
+                    programs = found;
+                    (candidates, why_none) =
+                        candidate_functions(scenario, &programs, &opts.function_patterns)?;
+                    let _ = std::fs::remove_dir_all(&report.workdir);
+                    continue;
+                }
             }
+            let data = run_data(scenario, trace, &report.launched, report.duration_ms)?;
+            println!(
+                "profile run {i}/{}: {:.2} s, {} failed syscalls",
+                opts.runs,
+                data.seconds,
+                data.failures.values().sum::<u64>()
+            );
+            let _ = std::fs::remove_dir_all(&report.workdir);
+            runs.push(data);
         }
-        let data = run_data(scenario, trace, &report.launched, report.duration_ms)?;
-        println!(
-            "profile run {i}/{}: {:.2} s, {} failed syscalls",
-            opts.runs,
-            data.seconds,
-            data.failures.values().sum::<u64>()
-        );
-        let _ = std::fs::remove_dir_all(&report.workdir);
-        runs.push(data);
     }
     if candidates.is_empty() {
         eprintln!(

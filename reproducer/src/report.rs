@@ -42,6 +42,10 @@ pub struct Summary {
     /// runs until the target was met; the rest were minimization
     pub runs_to_confirmed: Option<u32>,
     pub seconds: f64,
+    /// runs side by side at most (`--jobs`)
+    pub jobs: usize,
+    /// runs made side by side that the search did not need (not in `runs`)
+    pub surplus_runs: u32,
     /// failed-syscall signatures the profile showed to be benign, of all in the dumps
     pub failures_removed: usize,
     pub failures_total: usize,
@@ -112,6 +116,8 @@ pub fn summary(d: &Diagnosis, r: &SearchResult) -> Summary {
         runs_to_first_bug: r.runs_to_first,
         runs_to_confirmed: r.runs_to_confirmed,
         seconds: r.seconds,
+        jobs: r.jobs,
+        surplus_runs: r.surplus_runs,
         failures_removed: scf
             .iter()
             .filter(|c| c.verdict == diagnose::Verdict::Benign)
@@ -371,6 +377,13 @@ pub fn render(
         }
         _ => {}
     }
+    if result.jobs > 1 {
+        let _ = writeln!(
+            out,
+            "Runs went up to {} side by side (`--jobs {}`); the search's choices and numbers are those of one at a time. {} runs made ahead of need were not used (see `surplus` in attempts.json).\n",
+            result.jobs, result.jobs, result.surplus_runs
+        );
+    }
     if result.schedule.is_some() {
         let _ = writeln!(
             out,
@@ -443,6 +456,7 @@ mod tests {
                 dir: "/out/attempts/001".into(),
                 note: None,
                 runs_pruned: false,
+                surplus: Vec::new(),
                 timelines: vec![
                     "/out/attempts/001/reproducer-run-a/trace/trace.perfetto".into(),
                     "/out/attempts/001/confirm-01/reproducer-run-b/trace/trace.perfetto".into(),
@@ -458,6 +472,8 @@ mod tests {
             replay: None,
             interrupted: false,
             pruned: Default::default(),
+            surplus_runs: 0,
+            jobs: 1,
         }
     }
 

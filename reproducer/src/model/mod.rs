@@ -8,7 +8,7 @@ use scenario::Scenario;
 pub mod plan;
 pub mod scenario;
 pub mod schedule;
-mod toml_error;
+pub(crate) mod toml_error;
 
 /// The program a command's first word runs: itself when it holds a '/', else the first
 /// match on PATH (unchanged when there is none).

@@ -2,7 +2,10 @@
 //! atomically after each attempt, so an interrupted search leaves a readable log) and one
 //! directory per attempt, `OUT/attempts/NNN/` with its `schedule.toml` and its runs (only
 //! the runs that matter stay: see `retention`). When the search ends, each run that stayed
-//! gets its trace as a Perfetto timeline beside its dumps (`trace/trace.perfetto`).
+//! gets its trace as a Perfetto timeline beside its dumps (`trace/trace.perfetto`). With
+//! `--jobs`, a schedule run ahead of need waits in `OUT/attempts/ahead-N/` until the search
+//! comes to it (then it becomes the next `NNN`); runs made side by side that the search did
+//! not need are removed and listed in the attempt that started them (`surplus`).
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
@@ -35,6 +38,10 @@ pub struct Attempt {
     /// the Perfetto timelines of its kept runs (its own run first, then its confirmation
     /// runs), written when the search ends
     pub timelines: Vec<PathBuf>,
+    /// runs made side by side with this attempt's that the search did not use (`--jobs`):
+    /// removed, not counted in the runs
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub surplus: Vec<String>,
 }
 
 /// The timeline of a run, in its trace directory beside the dumps.
@@ -76,6 +83,40 @@ impl AttemptLog {
             schedule.to_toml().as_bytes(),
         )?;
         Ok(dir)
+    }
+
+    /// A directory for a schedule run ahead of need, created, with `schedule` in it.
+    pub fn ahead_dir(&self, seq: u32, schedule: &Schedule) -> Result<PathBuf> {
+        let dir = self.out.join("attempts").join(format!("ahead-{seq}"));
+        std::fs::create_dir_all(&dir).with_context(|| format!("attempt directory {}", dir.display()))?;
+        atomic::write_bytes(
+            &dir.join("schedule.toml"),
+            atomic::SHARED,
+            schedule.to_toml().as_bytes(),
+        )?;
+        Ok(dir)
+    }
+
+    /// Makes a directory run ahead of need that of the next attempt (renamed).
+    pub fn adopt(&self, ahead: &Path) -> Result<PathBuf> {
+        let dir = self
+            .out
+            .join("attempts")
+            .join(format!("{:03}", self.attempts.len() + 1));
+        std::fs::rename(ahead, &dir)
+            .with_context(|| format!("renaming {} to {}", ahead.display(), dir.display()))?;
+        Ok(dir)
+    }
+
+    /// Adds a line about surplus runs to attempt `number` (the last one if it is not there).
+    pub fn note_surplus(&mut self, number: u32, text: String) -> Result<()> {
+        let found = self.attempts.iter().position(|a| a.number == number);
+        let Some(i) = found.or(self.attempts.len().checked_sub(1)) else {
+            return Ok(());
+        };
+        self.attempts[i].surplus.push(text);
+        let json = serde_json::to_vec_pretty(&self.attempts)?;
+        atomic::write_bytes(&self.out.join("attempts.json"), atomic::SHARED, &json)
     }
 
     pub fn next_number(&self) -> u32 {
@@ -183,6 +224,7 @@ mod tests {
             note: None,
             runs_pruned: false,
             timelines: Vec::new(),
+            surplus: Vec::new(),
         }
     }
 

@@ -9,6 +9,16 @@
 //! sequential test may have passed by luck, so the result is the rate of that independent
 //! replay. A fault that stops a node from starting is a result of its attempt, not an error;
 //! Ctrl-C ends the search with what it has.
+//!
+//! With `jobs` > 1 runs go side by side, and the search reaches the same schedules and the
+//! same result as with one: where a loop knows its next candidates (level 1's list, the
+//! Nth-call search, level 3's sites) the candidate due and the next ones run as one batch,
+//! and the results are consumed strictly in candidate order, as if each ran when its turn
+//! came (a later candidate's result waits, and is dropped when an earlier one ends the
+//! loop); confirmation runs go in batches and are fed to the sequential test in run-index
+//! order until it decides; the replay's runs are independent. Runs made but not needed are
+//! surplus: removed, not counted, listed in the attempt log. Level 2's context growth stays
+//! one run at a time: each trial depends on the last one's result.
 use std::ops::ControlFlow::{self, Break, Continue};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -50,6 +60,8 @@ pub struct SearchConfig {
     pub out: PathBuf,
     /// byte budget for kept run directories (`--keep-bytes`)
     pub keep_bytes: u64,
+    /// runs side by side at most (`--jobs`; 1: one at a time)
+    pub jobs: usize,
 }
 
 /// One fault of a plan, with the candidate it came from.
@@ -70,6 +82,69 @@ impl Plan {
             faults: self.faults.iter().map(|p| p.fault.clone()).collect(),
         }
     }
+}
+
+/// A run made (or the reason it could not be): `ran` is false when no run happened (the
+/// schedule did not resolve against the scenario), so that it does not count.
+struct RunResult {
+    ran: bool,
+    result: Result<Feedback>,
+}
+
+/// A candidate's run made ahead of its turn, waiting in its `ahead-N` directory.
+struct Ahead {
+    schedule: Schedule,
+    what: String,
+    dir: PathBuf,
+    run: RunResult,
+    /// the attempt whose batch made it
+    launched_by: u32,
+}
+
+/// Runs `schedule` once on `runner`, in `dir`.
+fn run_one(runner: &dyn Runner, scenario: &Scenario, schedule: &Schedule, dir: &Path) -> RunResult {
+    let origin = Origin {
+        name: dir.join("schedule.toml").display().to_string(),
+        text: None,
+    };
+    match FaultPlan::new(schedule, scenario, &origin) {
+        Ok(plan) => RunResult {
+            ran: true,
+            result: runner.run(&plan, dir),
+        },
+        Err(e) => RunResult {
+            ran: false,
+            result: Err(e),
+        },
+    }
+}
+
+/// Runs `jobs` side by side; results in the order given. Plain scoped threads rather than
+/// tokio: each job blocks on one run (a child process) and a batch holds at most `--jobs`
+/// of them; there is nothing for an event loop to multiplex.
+fn run_side_by_side(
+    runner: &dyn Runner,
+    scenario: &Scenario,
+    jobs: &[(Schedule, PathBuf)],
+) -> Vec<RunResult> {
+    if let [(schedule, dir)] = jobs {
+        return vec![run_one(runner, scenario, schedule, dir)];
+    }
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = jobs
+            .iter()
+            .map(|(schedule, dir)| scope.spawn(move || run_one(runner, scenario, schedule, dir)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join().unwrap_or_else(|_| RunResult {
+                    ran: true,
+                    result: Err(anyhow::anyhow!("the run's thread panicked")),
+                })
+            })
+            .collect()
+    })
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -113,6 +188,9 @@ pub struct SearchResult {
     pub interrupted: bool,
     /// attempts whose run directories were removed, and the bytes that freed
     pub pruned: retention::Pruned,
+    /// runs made side by side that the search did not need (not in `runs`)
+    pub surplus_runs: u32,
+    pub jobs: usize,
 }
 
 impl SearchResult {
@@ -143,7 +221,7 @@ pub struct Search<'a> {
     scenario: &'a Scenario,
     causes: Vec<&'a Candidate>,
     cfg: SearchConfig,
-    runner: &'a mut dyn Runner,
+    runner: &'a dyn Runner,
     log: AttemptLog,
     runs: u32,
     best: Option<(Plan, Confirmation, u8)>,
@@ -156,6 +234,14 @@ pub struct Search<'a> {
     /// attempts whose runs are kept whatever their age
     best_attempt: Option<u32>,
     first_bug_attempt: Option<u32>,
+    /// the candidates the current loop will evaluate, in order (what may run ahead)
+    ahead: Vec<(Schedule, String)>,
+    /// candidates' runs made ahead of their turn
+    prefetched: Vec<Ahead>,
+    ahead_seq: u32,
+    surplus_runs: u32,
+    /// surplus confirmation runs of the confirmation just made, for its attempt
+    pending_surplus: Vec<String>,
 }
 
 fn symbol_of(spec: &str) -> &str {
@@ -172,7 +258,7 @@ impl<'a> Search<'a> {
         scenario: &'a Scenario,
         diagnosis: &'a Diagnosis,
         cfg: SearchConfig,
-        runner: &'a mut dyn Runner,
+        runner: &'a dyn Runner,
     ) -> Result<Search<'a>> {
         let causes: Vec<&Candidate> = diagnosis.causes().filter(|c| c.node.is_some()).collect();
         let log = AttemptLog::create(&cfg.out, cfg.keep_bytes)?;
@@ -191,6 +277,11 @@ impl<'a> Search<'a> {
             interrupted: false,
             best_attempt: None,
             first_bug_attempt: None,
+            ahead: Vec::new(),
+            prefetched: Vec::new(),
+            ahead_seq: 0,
+            surplus_runs: 0,
+            pending_surplus: Vec::new(),
         })
     }
 
@@ -310,6 +401,7 @@ impl<'a> Search<'a> {
             .collect();
         let schedule = plan.map(|p| p.schedule());
         let level = schedule.as_ref().map(level_of).unwrap_or(self.level);
+        self.discard_ahead()?;
         let keep_bytes = self.log.keep_bytes();
         let (attempts, pruned) = self.log.finish()?;
         if !pruned.attempts.is_empty() {
@@ -340,7 +432,103 @@ impl<'a> Search<'a> {
             replay,
             interrupted: self.interrupted,
             pruned,
+            surplus_runs: self.surplus_runs,
+            jobs: self.cfg.jobs.max(1),
         })
+    }
+
+    /// Removes the runs made ahead that the search never came to, and says so in the log.
+    fn discard_ahead(&mut self) -> Result<()> {
+        for a in std::mem::take(&mut self.prefetched) {
+            let _ = std::fs::remove_dir_all(&a.dir);
+            if a.run.ran {
+                self.surplus_runs += 1;
+            }
+            self.log.note_surplus(
+                a.launched_by,
+                format!(
+                    "{} ({}) ran side by side with this attempt; the search did not come to it: removed",
+                    a.what,
+                    a.schedule
+                        .to_toml()
+                        .lines()
+                        .filter(|l| !l.is_empty())
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                ),
+            )?;
+        }
+        Ok(())
+    }
+
+    fn jobs(&self) -> usize {
+        self.cfg.jobs.max(1)
+    }
+
+    /// Runs `jobs` side by side (see [`run_side_by_side`]).
+    fn run_batch(&self, jobs: &[(Schedule, PathBuf)]) -> Vec<RunResult> {
+        run_side_by_side(self.runner, self.scenario, jobs)
+    }
+
+    /// The loop about to run sets the candidates it will evaluate, in order.
+    fn expect(&mut self, plans: &[(Plan, String)]) {
+        self.ahead = plans.iter().map(|(p, w)| (p.schedule(), w.clone())).collect();
+    }
+
+    /// The candidates to run beside `schedule`: those after it in the current loop's list,
+    /// not run yet, within `--jobs` and the run budget; none outside such a loop.
+    fn next_ahead(&self, schedule: &Schedule) -> Vec<(Schedule, String)> {
+        let Some(at) = self.ahead.iter().position(|(s, _)| s == schedule) else {
+            return Vec::new();
+        };
+        let budget =
+            (self.cfg.max_runs.saturating_sub(self.runs + 1) as usize).saturating_sub(self.prefetched.len());
+        let room = (self.jobs() - 1).min(budget);
+        let mut out: Vec<(Schedule, String)> = Vec::new();
+        for (s, what) in &self.ahead[at + 1..] {
+            if out.len() >= room || self.interrupted {
+                break;
+            }
+            let taken = s == schedule
+                || self.seen.contains_key(s)
+                || self.prefetched.iter().any(|a| &a.schedule == s)
+                || out.iter().any(|(o, _)| o == s);
+            if !taken {
+                out.push((s.clone(), what.clone()));
+            }
+        }
+        out
+    }
+
+    /// The run of the candidate due: made ahead already (its directory becomes the next
+    /// attempt's), or made now with the next candidates beside it.
+    fn run_or_take(&mut self, schedule: &Schedule) -> Result<(PathBuf, RunResult)> {
+        if let Some(i) = self.prefetched.iter().position(|a| &a.schedule == schedule) {
+            let a = self.prefetched.remove(i);
+            return Ok((self.log.adopt(&a.dir)?, a.run));
+        }
+        let dir = self.log.next_dir(schedule)?;
+        let mut jobs = vec![(schedule.clone(), dir.clone())];
+        let extras = self.next_ahead(schedule);
+        for (s, _) in &extras {
+            self.ahead_seq += 1;
+            jobs.push((s.clone(), self.log.ahead_dir(self.ahead_seq, s)?));
+        }
+        let mut results = self.run_batch(&jobs).into_iter();
+        let Some(first) = results.next() else {
+            bail!("a batch of runs gave no result");
+        };
+        let launched_by = self.log.next_number();
+        for (((schedule, dir), run), (_, what)) in jobs.into_iter().skip(1).zip(results).zip(extras) {
+            self.prefetched.push(Ahead {
+                schedule,
+                what,
+                dir,
+                run,
+                launched_by,
+            });
+        }
+        Ok((dir, first))
     }
 
     /// The accepted schedule replayed REPLAY_RUNS times afresh, in OUT/replay/: its own
@@ -353,30 +541,36 @@ impl<'a> Search<'a> {
             tracedump::atomic::SHARED,
             schedule.to_toml().as_bytes(),
         )?;
-        let origin = Origin {
-            name: dir.join("schedule.toml").display().to_string(),
-            text: None,
-        };
-        let plan = FaultPlan::new(schedule, self.scenario, &origin)?;
         let (mut bugs, mut runs) = (0, 0);
-        for k in 1..=REPLAY_RUNS {
-            let bug = match self.runner.run(&plan, &dir) {
-                Ok(fb) => fb.bug,
-                Err(_) if self.runner.interrupted() => {
-                    self.interrupted = true;
-                    break;
-                }
-                Err(e) => {
-                    eprintln!("    replay: run {k}: the run failed: {e:#}");
-                    false
-                }
-            };
-            bugs += bug as u32;
-            runs += 1;
-            eprintln!(
-                "[replay | run {k}/{REPLAY_RUNS}] the accepted schedule afresh: bug {}",
-                if bug { "yes" } else { "no" }
-            );
+        let mut next = 1;
+        'batches: while next <= REPLAY_RUNS {
+            let n = (self.jobs() as u32).min(REPLAY_RUNS - next + 1);
+            let mut jobs = Vec::new();
+            for k in next..next + n {
+                let sub = dir.join(format!("run-{k:02}"));
+                std::fs::create_dir_all(&sub)?;
+                jobs.push((schedule.clone(), sub));
+            }
+            for (k, run) in (next..).zip(self.run_batch(&jobs)) {
+                let bug = match run.result {
+                    Ok(fb) => fb.bug,
+                    Err(_) if self.runner.interrupted() => {
+                        self.interrupted = true;
+                        break 'batches;
+                    }
+                    Err(e) => {
+                        eprintln!("    replay: run {k}: the run failed: {e:#}");
+                        false
+                    }
+                };
+                bugs += bug as u32;
+                runs += 1;
+                eprintln!(
+                    "[replay | run {k}/{REPLAY_RUNS}] the accepted schedule afresh: bug {}",
+                    if bug { "yes" } else { "no" }
+                );
+            }
+            next += n;
         }
         let (low, high) = confirm::wilson(bugs, runs);
         let met = runs == REPLAY_RUNS && bugs as f64 >= self.cfg.target_rate * runs as f64;
@@ -443,23 +637,34 @@ impl<'a> Search<'a> {
             .collect();
         self.level = 1;
         let mut bases = Vec::new();
+        let with_syscall: Vec<(Plan, String)> = syscalls
+            .iter()
+            .map(|&s| {
+                let mut members = backbone.clone();
+                members.push(s);
+                let what = format!("{} with its production inputs", self.describe(s));
+                (self.plan_of(&members), what)
+            })
+            .collect();
         if !backbone.is_empty() {
             let plan = self.plan_of(&backbone);
-            let whole =
-                go!(self.evaluate(&plan, "the process and network faults in production order".into()));
+            let what = "the process and network faults in production order".to_string();
+            let mut expected = vec![(plan.clone(), what.clone())];
+            expected.extend(with_syscall.iter().cloned());
+            self.expect(&expected);
+            let whole = go!(self.evaluate(&plan, what));
             if !whole.bug {
                 // the subsets that showed the bug are refined first at level 2
                 bases.extend(go!(self.one_network_fault_at_a_time(&backbone)));
             }
             bases.push(plan);
         }
-        for &s in &syscalls {
-            let mut members = backbone.clone();
-            members.push(s);
-            let plan = self.plan_of(&members);
-            go!(self.evaluate(&plan, format!("{} with its production inputs", self.describe(s))));
+        self.expect(&with_syscall);
+        for (plan, what) in with_syscall {
+            go!(self.evaluate(&plan, what));
             bases.push(plan);
         }
+        self.expect(&[]);
         self.level = 2;
         let mut refined = Vec::new();
         for base in bases {
@@ -486,11 +691,18 @@ impl<'a> Search<'a> {
             return Ok(Continue(showed_bug));
         }
         // causes are in rank order, so the first ones are the best ranked
-        for &n in network.iter().take(MAX_LONE_NETWORK_FAULTS) {
-            let mut members = process.clone();
-            members.push(n);
-            let plan = self.plan_of(&members);
-            let what = format!("{} alone with the process faults", self.describe(n));
+        let lone: Vec<(Plan, String)> = network
+            .iter()
+            .take(MAX_LONE_NETWORK_FAULTS)
+            .map(|&n| {
+                let mut members = process.clone();
+                members.push(n);
+                let what = format!("{} alone with the process faults", self.describe(n));
+                (self.plan_of(&members), what)
+            })
+            .collect();
+        self.expect(&lone);
+        for (plan, what) in lone {
             if go!(self.evaluate(&plan, what)).bug {
                 showed_bug.push(plan);
             }
@@ -561,16 +773,23 @@ impl<'a> Search<'a> {
 
     fn nth_search(&mut self, plan: Plan, k: usize) -> Step<Plan> {
         let what = self.describe(plan.faults[k].candidate);
-        for nth in 2..=MAX_NTH {
-            let mut trial = plan.clone();
-            if let Action::Syscall { nth: n, .. } = &mut trial.faults[k].fault.action {
-                *n = nth;
-            }
-            let fb = go!(self.evaluate(&trial, format!("{what}, call #{nth}")));
+        let trials: Vec<(Plan, String)> = (2..=MAX_NTH)
+            .map(|nth| {
+                let mut trial = plan.clone();
+                if let Action::Syscall { nth: n, .. } = &mut trial.faults[k].fault.action {
+                    *n = nth;
+                }
+                (trial, format!("{what}, call #{nth}"))
+            })
+            .collect();
+        self.expect(&trials);
+        for (nth, (trial, what)) in (2..).zip(trials) {
+            let fb = go!(self.evaluate(&trial, what));
             if !fb.fired[k] && fb.matched.get(k).copied().unwrap_or(0) < nth {
                 break; // there were fewer matching calls: later ones do not exist either
             }
         }
+        self.expect(&[]);
         Ok(Continue(plan))
     }
 
@@ -692,18 +911,27 @@ impl<'a> Search<'a> {
                     continue;
                 }
             };
-            for site in sites.into_iter().take(MAX_SITES) {
-                let mut trial = plan.clone();
-                trial.faults[k].fault.context.offset = Some(site.offset);
-                let what = format!(
-                    "{} at {symbol}+{:#x} ({:?}: {})",
-                    self.describe(plan.faults[k].candidate),
-                    site.offset,
-                    site.kind,
-                    site.instruction
-                );
+            let trials: Vec<(Plan, String)> = sites
+                .into_iter()
+                .take(MAX_SITES)
+                .map(|site| {
+                    let mut trial = plan.clone();
+                    trial.faults[k].fault.context.offset = Some(site.offset);
+                    let what = format!(
+                        "{} at {symbol}+{:#x} ({:?}: {})",
+                        self.describe(plan.faults[k].candidate),
+                        site.offset,
+                        site.kind,
+                        site.instruction
+                    );
+                    (trial, what)
+                })
+                .collect();
+            self.expect(&trials);
+            for (trial, what) in trials {
                 go!(self.evaluate(&trial, what));
             }
+            self.expect(&[]);
         }
         Ok(Continue(()))
     }
@@ -726,8 +954,9 @@ impl<'a> Search<'a> {
         if let Some(fb) = self.seen.get(&schedule) {
             return Ok(Continue(fb.clone()));
         }
-        let dir = self.log.next_dir(&schedule)?;
-        let (fb, note) = match self.run_once(&schedule, &dir) {
+        let (dir, run) = self.run_or_take(&schedule)?;
+        self.runs += run.ran as u32;
+        let (fb, note) = match run.result {
             Ok(fb) => {
                 let note = fb.not_started.clone();
                 (fb, note)
@@ -771,10 +1000,12 @@ impl<'a> Search<'a> {
             note,
             runs_pruned: false,
             timelines: Vec::new(),
+            surplus: Vec::new(),
         };
         if fb.bug && !plan.faults.is_empty() {
             let conf = self.confirm(&schedule, &dir)?;
             attempt.confirmation = Some(conf);
+            attempt.surplus = std::mem::take(&mut self.pending_surplus);
             self.first_bug_attempt.get_or_insert(number);
             if self.best.as_ref().is_none_or(|(_, b, _)| conf.rate() > b.rate()) {
                 self.best = Some((plan.clone(), conf, self.level));
@@ -846,18 +1077,34 @@ impl<'a> Search<'a> {
     }
 
     /// The sequential test on `schedule`; when the run budget ends first, the rate of the
-    /// runs made so far (not met).
+    /// runs made so far (not met). Runs go in batches of `--jobs`, fed to the test in
+    /// run-index order; those after its decision are surplus (in `pending_surplus`).
     fn confirm(&mut self, schedule: &Schedule, dir: &Path) -> Result<Confirmation> {
         let target = self.cfg.target_rate;
         let (mut bugs, mut runs) = (0u32, 0u32);
+        let mut ready: std::collections::VecDeque<(u32, RunResult)> = Default::default();
         let outcome = confirm::confirm(target, |k| {
             self.interrupted |= self.runner.interrupted();
             if self.runs >= self.cfg.max_runs || self.interrupted {
                 return Ok(None);
             }
-            let sub = dir.join(format!("confirm-{k:02}"));
-            std::fs::create_dir_all(&sub)?;
-            let fb = match self.run_once(schedule, &sub) {
+            if ready.front().is_none_or(|(j, _)| *j != k) {
+                ready.clear();
+                let left = (self.cfg.max_runs - self.runs).min(confirm::MAX_RUNS.saturating_sub(k - 1));
+                let n = (self.jobs() as u32).min(left).max(1);
+                let mut jobs = Vec::new();
+                for j in k..k + n {
+                    let sub = dir.join(format!("confirm-{j:02}"));
+                    std::fs::create_dir_all(&sub)?;
+                    jobs.push((schedule.clone(), sub));
+                }
+                ready.extend((k..).zip(self.run_batch(&jobs)));
+            }
+            let Some((_, run)) = ready.pop_front() else {
+                return Ok(None);
+            };
+            self.runs += run.ran as u32;
+            let fb = match run.result {
                 Ok(fb) => fb,
                 Err(_) if self.runner.interrupted() => {
                     self.interrupted = true;
@@ -876,6 +1123,7 @@ impl<'a> Search<'a> {
             runs += 1;
             Ok(Some(fb.bug))
         })?;
+        self.drop_surplus_confirmations(dir, ready.into_iter().map(|(k, run)| (k, run.ran)).collect());
         Ok(outcome.unwrap_or_else(|| {
             let (low, high) = confirm::wilson(bugs, runs);
             Confirmation {
@@ -888,14 +1136,23 @@ impl<'a> Search<'a> {
         }))
     }
 
-    fn run_once(&mut self, schedule: &Schedule, dir: &Path) -> Result<Feedback> {
-        let origin = Origin {
-            name: dir.join("schedule.toml").display().to_string(),
-            text: None,
+    /// Removes the confirmation runs made after the test decided (`left`: index, ran).
+    fn drop_surplus_confirmations(&mut self, dir: &Path, left: Vec<(u32, bool)>) {
+        let (Some(first), Some(last)) = (left.first(), left.last()) else {
+            return;
         };
-        let plan = FaultPlan::new(schedule, self.scenario, &origin)?;
-        self.runs += 1;
-        self.runner.run(&plan, dir)
+        for (k, ran) in &left {
+            let _ = std::fs::remove_dir_all(dir.join(format!("confirm-{k:02}")));
+            self.surplus_runs += *ran as u32;
+        }
+        let which = if first.0 == last.0 {
+            format!("confirmation run {}", first.0)
+        } else {
+            format!("confirmation runs {}–{}", first.0, last.0)
+        };
+        self.pending_surplus.push(format!(
+            "{which} ran side by side after the sequential test had decided: removed"
+        ));
     }
 
     /// Drops faults, then context functions, while the schedule still meets the target
@@ -985,6 +1242,7 @@ impl<'a> Search<'a> {
             note: None,
             runs_pruned: false,
             timelines: Vec::new(),
+            surplus: std::mem::take(&mut self.pending_surplus),
         };
         self.push_attempt(attempt)?;
         Ok(conf.met.then_some(conf))

@@ -1,6 +1,7 @@
 //! What the search experiments on, behind one small trait: run a fault plan once and say
-//! what happened. [`TestbedRunner`] runs it for real (testbed run, trace read back and
-//! mapped to nodes); the unit tests answer with a fake system.
+//! what happened. [`TestbedRunner`] runs it for real (each run a `reproducer run-attempt`
+//! process on its spec file, trace read back and mapped to nodes); the unit tests answer
+//! with a fake system. A runner is shared by the runs of a batch going side by side.
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
@@ -11,7 +12,9 @@ use crate::analysis::nodemap::NodeMap;
 use crate::model::local_spec;
 use crate::model::plan::FaultPlan;
 use crate::model::scenario::Scenario;
-use crate::testbed::executor::{self, RunOptions, RunReport};
+use crate::model::schedule::Schedule;
+use crate::testbed::executor::RunReport;
+use crate::testbed::spec::{self, RunSpec, SpecOptions, TraceFunction};
 
 /// What one run tells the search.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -29,9 +32,10 @@ pub struct Feedback {
     pub not_started: Option<String>,
 }
 
-pub trait Runner {
-    /// Runs the scenario once with `plan`, keeping the run's files under `dir`.
-    fn run(&mut self, plan: &FaultPlan, dir: &Path) -> Result<Feedback>;
+pub trait Runner: Sync {
+    /// Runs the scenario once with `plan`, keeping the run's files under `dir` (a directory
+    /// of its own: runs of a batch call this at the same time, each with its own `dir`).
+    fn run(&self, plan: &FaultPlan, dir: &Path) -> Result<Feedback>;
 
     /// Where inside `symbol` of `binary` a process fault can be placed (level 3).
     fn injection_sites(&self, binary: &Path, symbol: &str) -> Result<Vec<Site>> {
@@ -47,12 +51,18 @@ pub trait Runner {
 /// Runs plans on the local testbed, tracing the functions production traced.
 pub struct TestbedRunner<'a> {
     scenario: &'a Scenario,
+    /// where the scenario was read from, for the run specs
+    scenario_file: PathBuf,
     trace_functions: Vec<(usize, String)>,
 }
 
 impl<'a> TestbedRunner<'a> {
     /// `production_functions`: BINARY:SYMBOL per node, as production traced them.
-    pub fn new(scenario: &'a Scenario, production_functions: &[(Option<usize>, String)]) -> Self {
+    pub fn new(
+        scenario: &'a Scenario,
+        scenario_file: &Path,
+        production_functions: &[(Option<usize>, String)],
+    ) -> Self {
         let mut trace_functions = Vec::new();
         for (node, spec) in production_functions {
             let Some(n) = *node else { continue };
@@ -63,6 +73,7 @@ impl<'a> TestbedRunner<'a> {
         }
         TestbedRunner {
             scenario,
+            scenario_file: scenario_file.to_path_buf(),
             trace_functions,
         }
     }
@@ -98,14 +109,29 @@ impl<'a> TestbedRunner<'a> {
 }
 
 impl Runner for TestbedRunner<'_> {
-    fn run(&mut self, plan: &FaultPlan, dir: &Path) -> Result<Feedback> {
-        let opts = RunOptions {
-            keep: true,
-            base_dir: Some(PathBuf::from(dir)),
-            trace_functions: self.trace_functions.clone(),
-            ..Default::default()
+    /// Writes the run's spec into `dir` and runs it in a process of its own.
+    fn run(&self, plan: &FaultPlan, dir: &Path) -> Result<Feedback> {
+        let spec = RunSpec {
+            scenario_file: self.scenario_file.display().to_string(),
+            scenario: self.scenario.clone(),
+            schedule: Schedule {
+                faults: plan.faults.iter().map(|f| f.fault.clone()).collect(),
+            },
+            options: SpecOptions {
+                keep: true,
+                profiling: false,
+                trace_functions: self
+                    .trace_functions
+                    .iter()
+                    .map(|(node, function)| TraceFunction {
+                        node: *node,
+                        function: function.clone(),
+                    })
+                    .collect(),
+            },
         };
-        let report = executor::run(self.scenario, plan, &opts)?;
+        let path = spec.write(dir)?;
+        let report = spec::run_in_child(&path, dir)?;
         self.feedback(&report)
     }
 }

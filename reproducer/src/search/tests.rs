@@ -1,7 +1,7 @@
 //! The search against a fake system: each test's `Fake` answers a plan the way a system
 //! with one known bug would (which fault fires, whether the oracle says "bug"), so every
 //! level, the confirmation, the minimization and the budget are checked without root.
-use std::cell::Cell;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use super::runner::{Feedback, Runner};
 use super::*;
@@ -16,10 +16,10 @@ const SCENARIO: &str = "name = \"kv\"\n\
     [workload]\ncommand = [\"true\"]\n[oracle]\ncommand = [\"true\"]\n";
 
 /// Whether a run of a plan (with the faults that fired, the run's number) shows the bug.
-type BugOracle = dyn Fn(&FaultPlan, &[bool], u32) -> bool;
+type BugOracle = dyn Fn(&FaultPlan, &[bool], u32) -> bool + Send + Sync;
 /// How a run breaks instead of finishing: Err(text) fails it, Ok(text) is a node that did
 /// not start.
-type Breaks = dyn Fn(&FaultPlan, u32) -> Option<std::result::Result<String, String>>;
+type Breaks = dyn Fn(&FaultPlan, u32) -> Option<std::result::Result<String, String>> + Send + Sync;
 
 /// A system under test: `bug` says whether a run with this plan shows the bug; a fault fires
 /// when its node ran its whole context (`functions` per node) and its nth call exists.
@@ -29,25 +29,46 @@ struct Fake {
     calls: u32,
     bug: Box<BugOracle>,
     sites: Vec<u64>,
-    runs: Cell<u32>,
+    runs: AtomicU32,
     /// what a run with this plan does instead of finishing: Err(text) fails the run, Ok(text)
     /// is a node that did not start
     breaks: Box<Breaks>,
     /// from this run on, the user has pressed Ctrl-C (that run fails as the testbed's does)
     interrupt_at: Option<u32>,
+    /// instead of `bug`: whether a run shows the bug from its plan, what fired and its
+    /// confirmation index (0 for an attempt's own run), never from the order runs happen in
+    bug_by_index: Option<Box<IndexOracle>>,
+    /// runs going on now, and the most at once
+    in_flight: AtomicU32,
+    max_in_flight: AtomicU32,
+}
+
+type IndexOracle = dyn Fn(&FaultPlan, &[bool], u32) -> bool + Send + Sync;
+
+/// A run's confirmation index from its directory (`confirm-NN`), 0 for an attempt's own run.
+fn confirmation_index(dir: &Path) -> u32 {
+    let name = dir.file_name().unwrap().to_string_lossy().to_string();
+    name.strip_prefix("confirm-").map_or(0, |k| k.parse().unwrap())
 }
 
 impl Fake {
-    fn new(bug: impl Fn(&FaultPlan, &[bool], u32) -> bool + 'static) -> Fake {
+    fn new(bug: impl Fn(&FaultPlan, &[bool], u32) -> bool + Send + Sync + 'static) -> Fake {
         Fake {
             functions: vec![Vec::new(); 3],
             calls: 10,
             bug: Box::new(bug),
             sites: Vec::new(),
-            runs: Cell::new(0),
+            runs: AtomicU32::new(0),
             breaks: Box::new(|_, _| None),
             interrupt_at: None,
+            bug_by_index: None,
+            in_flight: AtomicU32::new(0),
+            max_in_flight: AtomicU32::new(0),
         }
+    }
+
+    fn runs(&self) -> u32 {
+        self.runs.load(Ordering::SeqCst)
     }
 
     fn fires(&self, f: &PlannedFault) -> bool {
@@ -65,13 +86,14 @@ impl Fake {
 }
 
 impl Runner for Fake {
-    fn run(&mut self, plan: &FaultPlan, dir: &Path) -> Result<Feedback> {
+    fn run(&self, plan: &FaultPlan, dir: &Path) -> Result<Feedback> {
+        let name = dir.file_name().unwrap().to_string_lossy().to_string();
         assert!(
-            dir.join("schedule.toml").exists()
-                || dir.file_name().unwrap().to_string_lossy().starts_with("confirm-")
+            dir.join("schedule.toml").exists() || name.starts_with("confirm-") || name.starts_with("run-"),
+            "{}",
+            dir.display()
         );
-        let run = self.runs.get() + 1;
-        self.runs.set(run);
+        let run = self.runs.fetch_add(1, Ordering::SeqCst) + 1;
         if self.interrupt_at.is_some_and(|at| run >= at) {
             anyhow::bail!("interrupted");
         }
@@ -89,7 +111,17 @@ impl Runner for Fake {
             }
             None => {}
         }
-        let bug = (self.bug)(plan, &fired, run);
+        let bug = match &self.bug_by_index {
+            Some(by_index) => {
+                // long enough for the runs of a batch to overlap
+                let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+                self.max_in_flight.fetch_max(now, Ordering::SeqCst);
+                std::thread::sleep(std::time::Duration::from_millis(5));
+                self.in_flight.fetch_sub(1, Ordering::SeqCst);
+                by_index(plan, &fired, confirmation_index(dir))
+            }
+            None => (self.bug)(plan, &fired, run),
+        };
         Ok(Feedback {
             bug,
             matched: vec![self.calls; plan.len()],
@@ -100,7 +132,7 @@ impl Runner for Fake {
     }
 
     fn interrupted(&self) -> bool {
-        self.interrupt_at.is_some_and(|at| self.runs.get() >= at)
+        self.interrupt_at.is_some_and(|at| self.runs() >= at)
     }
 
     fn injection_sites(&self, _binary: &Path, _symbol: &str) -> Result<Vec<Site>> {
@@ -153,6 +185,15 @@ fn diagnosis(candidates: Vec<Candidate>) -> Diagnosis {
 }
 
 fn search(fake: &mut Fake, d: &Diagnosis, max_runs: u32) -> (Result<SearchResult>, tempfile::TempDir) {
+    search_jobs(fake, d, max_runs, 1)
+}
+
+fn search_jobs(
+    fake: &Fake,
+    d: &Diagnosis,
+    max_runs: u32,
+    jobs: usize,
+) -> (Result<SearchResult>, tempfile::TempDir) {
     let scenario = Scenario::parse(SCENARIO, "t").unwrap();
     let out = tempfile::tempdir().unwrap();
     let cfg = SearchConfig {
@@ -160,6 +201,7 @@ fn search(fake: &mut Fake, d: &Diagnosis, max_runs: u32) -> (Result<SearchResult
         max_runs,
         out: out.path().to_path_buf(),
         keep_bytes: u64::MAX,
+        jobs,
     };
     let result = Search::new(&scenario, d, cfg, fake).and_then(Search::run);
     (result, out)
@@ -212,7 +254,7 @@ fn level_1_reproduces_and_minimization_drops_the_fault_not_needed() {
     assert_eq!(r.rate(), Some(replay), "the independent replay is the result");
     assert_eq!(
         r.runs + REPLAY_RUNS,
-        fake.runs.get(),
+        fake.runs(),
         "every run is counted, the replay's apart"
     );
     assert!(out.path().join("replay/schedule.toml").exists());
@@ -442,7 +484,7 @@ fn the_run_budget_stops_the_search_with_what_it_found() {
         r.outcome,
         Outcome::Missed("the run budget (--max-runs 3) is spent; no schedule made the bug happen".into())
     );
-    assert_eq!((r.runs, fake.runs.get()), (3, 3));
+    assert_eq!((r.runs, fake.runs()), (3, 3));
 }
 
 #[test]
@@ -465,7 +507,7 @@ fn nothing_to_inject_is_an_error() {
         .unwrap()
         .to_string();
     assert!(e.contains("nothing to search"), "{e}");
-    assert_eq!(fake.runs.get(), 0);
+    assert_eq!(fake.runs(), 0);
 }
 
 fn syscall_nth(plan: &FaultPlan) -> u32 {
@@ -550,7 +592,7 @@ fn ctrl_c_ends_the_search_with_what_it_has() {
         "the best schedule is kept"
     );
     assert!(r.replay.is_none());
-    assert_eq!(fake.runs.get(), 9, "nothing runs after the interruption");
+    assert_eq!(fake.runs(), 9, "nothing runs after the interruption");
     assert!(out.path().join("attempts.json").exists());
 }
 
@@ -604,14 +646,15 @@ fn best_right_after_a_bug_run_is_not_zero() {
     let d = diagnosis(vec![candidate(crash(), 0, 1, &[])]);
     let scenario = Scenario::parse(SCENARIO, "t").unwrap();
     let out = tempfile::tempdir().unwrap();
-    let mut fake = Fake::new(|_, _, _| false);
+    let fake = Fake::new(|_, _, _| false);
     let cfg = SearchConfig {
         target_rate: 0.8,
         max_runs: 10,
         out: out.path().to_path_buf(),
         keep_bytes: u64::MAX,
+        jobs: 1,
     };
-    let mut s = Search::new(&scenario, &d, cfg, &mut fake).unwrap();
+    let mut s = Search::new(&scenario, &d, cfg, &fake).unwrap();
     assert_eq!(s.best_short(), "-");
     s.runs_to_first = Some(2);
     assert_eq!(
@@ -721,4 +764,125 @@ fn partitions_alone_are_tried_only_when_needed_and_at_most_a_few() {
     let mut fake = Fake::new(|_, _, _| false);
     let r = search(&mut fake, &diagnosis(many[..1].to_vec()), 150).0.unwrap();
     assert_eq!(level_1_attempts(&r).len(), 1);
+}
+
+fn syscall(name: &str, errno: &str) -> FaultGuess {
+    FaultGuess::Syscall {
+        syscall: name.into(),
+        errno: errno.into(),
+        path: None,
+        raw_path: None,
+        short: None,
+        persistent: false,
+    }
+}
+
+/// What --jobs must not change: every choice, number and attempt of the search.
+fn comparable(r: &SearchResult, out: &Path) -> String {
+    let attempts: Vec<String> = r
+        .attempts
+        .iter()
+        .map(|a| {
+            format!(
+                "{} L{} {} | {} | bug {} fired {} | {:?} | {}",
+                a.number,
+                a.level,
+                a.what,
+                a.schedule,
+                a.bug,
+                a.fired,
+                a.confirmation,
+                a.dir.strip_prefix(out).unwrap().display()
+            )
+        })
+        .collect();
+    format!(
+        "{:?}\n{:?}\nlevel {} runs {} schedules {} first {:?} confirmed {:?}\n{:?}\n{:?}\n{:?} {:?}\n{}",
+        r.outcome,
+        r.schedule,
+        r.level,
+        r.runs,
+        r.schedules_tried,
+        r.runs_to_first,
+        r.runs_to_confirmed,
+        r.minimized,
+        r.chosen,
+        r.confirmation,
+        r.replay,
+        attempts.join("\n")
+    )
+}
+
+#[test]
+fn one_job_and_three_jobs_find_the_same_schedule_the_same_way() {
+    // a crash of db1 after f, and three syscall candidates of db2; the bug: the 5th fsync
+    // fails (shown in 3 runs of 4: below the target), or the crash lands at +0x20 inside f
+    // with any fsync fault (always)
+    let d = diagnosis(vec![
+        candidate(crash(), 0, 1, &["f"]),
+        candidate(syscall("write", "EIO"), 1, 2, &[]),
+        candidate(syscall("fsync", "EIO"), 1, 3, &[]),
+        candidate(syscall("read", "EIO"), 1, 4, &[]),
+    ]);
+    let is_fsync = |f: &PlannedFault| matches!(&f.fault.action, Action::Syscall { syscall, .. } if syscall.as_str() == "fsync");
+    let bug = move |plan: &FaultPlan, fired: &[bool], k: u32| {
+        let fsync_nth = plan
+            .faults
+            .iter()
+            .zip(fired)
+            .find_map(|(f, &on)| match &f.fault.action {
+                Action::Syscall { nth, .. } if on && is_fsync(f) => Some(*nth),
+                _ => None,
+            });
+        let crash_at_0x20 = plan.faults.iter().any(|f| f.fault.context.offset == Some(0x20));
+        match fsync_nth {
+            Some(_) if crash_at_0x20 => true,
+            Some(5) => k % 4 != 3,
+            _ => false,
+        }
+    };
+    let fake = |bug: Box<IndexOracle>| {
+        let mut f = Fake::new(|_, _, _| unreachable!("the index oracle answers"));
+        f.functions = vec![vec!["f".into()], Vec::new(), Vec::new()];
+        f.sites = vec![0x10, 0x20, 0x30, 0x40];
+        f.bug_by_index = Some(bug);
+        f
+    };
+    let (one, three) = (fake(Box::new(bug)), fake(Box::new(bug)));
+    let (r1, out1) = search_jobs(&one, &d, 300, 1);
+    let (r3, out3) = search_jobs(&three, &d, 300, 3);
+    let (r1, r3) = (r1.unwrap(), r3.unwrap());
+    assert_eq!(r1.outcome, Outcome::Reproduced);
+    assert_eq!(r1.level, 3, "{}", comparable(&r1, out1.path()));
+    assert!(
+        r1.attempts
+            .iter()
+            .any(|a| a.confirmation.is_some_and(|c| !c.met && c.runs > 4)),
+        "the flaky 5th fsync went through a long confirmation"
+    );
+    assert_eq!(comparable(&r1, out1.path()), comparable(&r3, out3.path()));
+    // the three-job search ran side by side and threw away what it did not need
+    assert_eq!(
+        (r1.surplus_runs, one.max_in_flight.load(Ordering::SeqCst)),
+        (0, 1)
+    );
+    assert!(three.max_in_flight.load(Ordering::SeqCst) > 1);
+    assert!(r3.surplus_runs > 0);
+    let replay = r3.replay.unwrap().runs;
+    assert_eq!(one.runs(), r1.runs + replay);
+    assert_eq!(three.runs(), r3.runs + replay + r3.surplus_runs);
+    let surplus_listed = r3.attempts.iter().map(|a| a.surplus.len()).sum::<usize>();
+    assert!(surplus_listed > 0, "the surplus runs are in the attempt log");
+    let json = std::fs::read_to_string(out3.path().join("attempts.json")).unwrap();
+    assert!(json.contains("side by side"), "{json}");
+    let left: Vec<_> = std::fs::read_dir(out3.path().join("attempts"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().to_string())
+        .filter(|n| n.starts_with("ahead-"))
+        .collect();
+    assert!(
+        left.is_empty(),
+        "runs made ahead and not used are removed: {left:?}"
+    );
 }

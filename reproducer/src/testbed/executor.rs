@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::injector::{boottime_ns, probe_names, InjEvent, Injector, NodeInfo};
 use super::netbed::Netbed;
@@ -39,7 +39,7 @@ pub struct RunOptions {
     pub profiling: bool,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 pub struct Fired {
     pub fault: usize,
     pub kind: String,
@@ -52,7 +52,7 @@ pub struct Fired {
     pub detail: String,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 pub struct RunReport {
     pub bug: bool,
     pub timed_out: bool,
@@ -75,7 +75,7 @@ pub struct RunReport {
     pub duration_ms: u64,
     /// a node did not start (it exited or never became ready) and the run ended there, without
     /// workload or oracle: which node, why, and which faults had fired by then
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub not_started: Option<String>,
 }
 
@@ -103,7 +103,6 @@ struct Run<'a> {
     plan: &'a FaultPlan,
     workdir: PathBuf,
     vars: Placeholders,
-    netbed: Netbed,
     injector: Injector,
     session: tracerd::session::TraceSession,
     shared: Arc<Shared>,
@@ -117,6 +116,9 @@ struct Run<'a> {
     resumes: Vec<(Instant, u32)>,
     /// per node: the account it runs as
     users: Vec<Option<RunAs>>,
+    /// last: fields drop in order, and the injector's TC hooks must go while the veths they
+    /// sit on (and the run namespace this thread is in) still exist
+    netbed: Netbed,
 }
 
 /// What a fired syscall fault did, for run.json and `run`: the path, and for a short or
@@ -272,9 +274,8 @@ fn oracle_verdict(status: Option<std::process::ExitStatus>, log: &Path) -> Resul
 }
 
 fn run_in(scenario: &Scenario, plan: &FaultPlan, workdir: &Path, opts: &RunOptions) -> Result<RunReport> {
-    static RUN_SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-    let run_id = (std::process::id() % 10000) * 10 + RUN_SEQ.fetch_add(1, Ordering::Relaxed) % 10;
-    let netbed = Netbed::create(scenario, run_id)?;
+    // from here on this thread is in the run's namespace, if it has one (see netbed)
+    let netbed = Netbed::create(scenario)?;
     let mut vars = Placeholders {
         workdir: workdir.display().to_string(),
         ..Default::default()
@@ -360,7 +361,6 @@ fn run_in(scenario: &Scenario, plan: &FaultPlan, workdir: &Path, opts: &RunOptio
         plan,
         workdir: workdir.to_path_buf(),
         vars,
-        netbed,
         injector,
         session,
         shared,
@@ -373,6 +373,7 @@ fn run_in(scenario: &Scenario, plan: &FaultPlan, workdir: &Path, opts: &RunOptio
         report,
         resumes: Vec::new(),
         users,
+        netbed,
     };
     let outcome = match run.drive() {
         Err(e) if !plan.faults.is_empty() && e.downcast_ref::<NotStarted>().is_some() => {

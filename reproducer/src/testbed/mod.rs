@@ -10,4 +10,5 @@ pub mod nodes;
 pub mod runas;
 pub mod seccomp;
 pub mod setup;
+pub mod spec;
 pub mod supervisor;

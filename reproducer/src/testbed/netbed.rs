@@ -1,18 +1,40 @@
-//! The test network: one Linux bridge per run, and for every node with an address its own
-//! network namespace joined to the bridge by a veth pair. Everything is created with
-//! iproute2 and removed on drop, also when the run fails or is interrupted.
+//! The test network of one run, and what makes runs side by side possible. A scenario
+//! whose nodes all have an address gets a network namespace of its own for the run (the
+//! "run namespace", `rpr{id}`) that holds the run's bridge (`rpb{id}`, host address
+//! `{prefix}.254`) and the bridge ends of the nodes' veths; each node has its own namespace
+//! (`rp{id}-{node}`) joined to the bridge. The thread that creates the Netbed enters the run
+//! namespace until it is dropped, so the setup steps, the ready checks, the workload and the
+//! oracle it starts reach the nodes at the scenario's own addresses, and two runs with the
+//! same addresses do not meet on the host's routes. A scenario with a node without an
+//! address (host network, loopback ports) cannot run beside another such run: its bridge
+//! (if any) stays on the host as before and the run holds the host-network lock
+//! (`/run/reproducer/host-network.lock`) from start to end. Run ids are claimed with a lock
+//! file each, so concurrent runs of any number of reproducer processes never share a name.
+//! Everything is created with iproute2 and removed on drop, also when the run fails or is
+//! interrupted.
+use std::fs::File;
+use std::os::fd::AsRawFd;
 use std::process::Command;
+use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 
 use crate::model::scenario::Scenario;
+
+/// Where run-id and host-network locks live (tmpfs: nothing survives a reboot).
+const LOCK_DIR: &str = "/run/reproducer";
+/// Run ids are 6 digits: `rpb` + 6 fits IFNAMSIZ, and they never meet the ids of reproducers
+/// from before the lock files (5 digits at most), which would not see the locks.
+const FIRST_RUN_ID: u32 = 100_000;
+const RUN_IDS: u32 = 900_000;
 
 /// A node's place on the test network.
 #[derive(Clone, Debug)]
 pub struct NodeNet {
     pub node: String,
     pub netns: String,
-    /// the bridge-side end of the node's veth, where its traffic can be filtered
+    /// the bridge-side end of the node's veth, where its traffic can be filtered (in the
+    /// run namespace when there is one, which the creating thread is in)
     pub host_veth: String,
     pub address: String,
 }
@@ -22,6 +44,10 @@ pub struct Netbed {
     pub bridge_address: Option<String>,
     pub nodes: Vec<NodeNet>,
     created_netns: Vec<String>,
+    /// the run namespace, and the namespace the creating thread came from
+    run_netns: Option<(String, File)>,
+    /// held while the run lasts: the run id, and for host-network runs the host lock
+    _locks: Vec<File>,
 }
 
 fn ip(args: &[&str]) -> Result<()> {
@@ -39,15 +65,116 @@ fn ip(args: &[&str]) -> Result<()> {
     Ok(())
 }
 
+/// Whether runs of `scenario` can happen side by side: every node has an address, so each
+/// run gets its own run namespace. A node on the host network shares the host's ports.
+pub fn runs_side_by_side(scenario: &Scenario) -> bool {
+    !scenario.nodes.is_empty() && scenario.nodes.iter().all(|n| n.address.is_some())
+}
+
+/// Takes an exclusive lock on `path` (created), without waiting: None when another process
+/// holds it. The kernel releases it when the file is closed, also when the process dies.
+fn try_lock(path: &str) -> Result<Option<File>> {
+    std::fs::create_dir_all(LOCK_DIR).with_context(|| format!("lock directory {LOCK_DIR}"))?;
+    let file = File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
+        .with_context(|| format!("lock file {path}"))?;
+    // SAFETY: flock(2) on a file descriptor we own.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+        return Ok(Some(file));
+    }
+    let e = std::io::Error::last_os_error();
+    if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+        Ok(None)
+    } else {
+        Err(e).with_context(|| format!("locking {path}"))
+    }
+}
+
+/// The lowest run id no other run holds now: ids (and their lock files) are reused, so
+/// there are never more lock files than runs that were at the same time.
+fn claim_run_id() -> Result<(u32, File)> {
+    for id in FIRST_RUN_ID..FIRST_RUN_ID + RUN_IDS {
+        if let Some(lock) = try_lock(&format!("{LOCK_DIR}/run-{id}.lock"))? {
+            remove_stale(id);
+            return Ok((id, lock));
+        }
+    }
+    bail!("no free run id: {RUN_IDS} runs hold one")
+}
+
+/// Removes what a run with id `id` that was killed before its cleanup left behind: whoever
+/// holds the id's lock owns every name made from it.
+fn remove_stale(id: u32) {
+    let node_prefix = format!("rp{id}-");
+    let run_netns = format!("rpr{id}");
+    let stale: Vec<String> = std::fs::read_dir("/run/netns")
+        .map(|it| {
+            it.flatten()
+                .map(|e| e.file_name().to_string_lossy().to_string())
+                .filter(|n| *n == run_netns || n.starts_with(&node_prefix))
+                .collect()
+        })
+        .unwrap_or_default();
+    for ns in stale {
+        log::warn!("removing network namespace {ns}, left behind by a run that did not clean up");
+        let _ = ip(&["netns", "del", &ns]);
+    }
+    let bridge = format!("rpb{id}");
+    if std::path::Path::new("/sys/class/net").join(&bridge).exists() {
+        log::warn!("removing bridge {bridge}, left behind by a run that did not clean up");
+        let _ = ip(&["link", "del", &bridge]);
+    }
+}
+
+/// Waits for the host-network lock: one run with host-network nodes at a time, across every
+/// reproducer process. Gives up on Ctrl-C.
+fn lock_host_network() -> Result<File> {
+    let path = format!("{LOCK_DIR}/host-network.lock");
+    let mut said = false;
+    loop {
+        if let Some(lock) = try_lock(&path)? {
+            return Ok(lock);
+        }
+        if super::interrupt::requested() {
+            bail!("interrupted while waiting for {path}");
+        }
+        if !said {
+            log::info!("waiting for another run on the host network ({path})");
+            said = true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Moves the calling thread into the network namespace at `path`.
+fn set_netns(file: &File, what: &str) -> Result<()> {
+    // SAFETY: setns(2) on a namespace file descriptor we own; affects this thread only.
+    if unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+        return Err(std::io::Error::last_os_error()).with_context(|| format!("entering {what}"));
+    }
+    Ok(())
+}
+
 impl Netbed {
-    /// Creates the network of `scenario` for run `run_id` (a short unique number).
-    pub fn create(scenario: &Scenario, run_id: u32) -> Result<Netbed> {
+    /// Creates the network of `scenario` for one run; see the module comment for where.
+    pub fn create(scenario: &Scenario) -> Result<Netbed> {
+        let (run_id, id_lock) = claim_run_id()?;
         let mut bed = Netbed {
             bridge: None,
             bridge_address: None,
             nodes: Vec::new(),
             created_netns: Vec::new(),
+            run_netns: None,
+            _locks: vec![id_lock],
         };
+        if runs_side_by_side(scenario) {
+            bed.enter_run_netns(run_id)?;
+        } else {
+            bed._locks.push(lock_host_network()?);
+        }
         let with_address: Vec<_> = scenario
             .nodes
             .iter()
@@ -97,6 +224,24 @@ impl Netbed {
         Ok(bed)
     }
 
+    /// Creates the run namespace and moves this thread into it; what this thread starts
+    /// from now on (ip included) is there.
+    fn enter_run_netns(&mut self, run_id: u32) -> Result<()> {
+        let name = format!("rpr{run_id}");
+        let home = File::open("/proc/thread-self/ns/net").context("this thread's network namespace")?;
+        ip(&["netns", "add", &name])?;
+        let ns = match enter_netns(&name) {
+            Ok(ns) => ns,
+            Err(e) => {
+                let _ = ip(&["netns", "del", &name]);
+                return Err(e);
+            }
+        };
+        self.run_netns = Some((name.clone(), home));
+        set_netns(&ns, &format!("network namespace {name}"))?;
+        ip(&["link", "set", "lo", "up"])
+    }
+
     pub fn of(&self, node: &str) -> Option<&NodeNet> {
         self.nodes.iter().find(|n| n.node == node)
     }
@@ -116,6 +261,15 @@ impl Drop for Netbed {
         }
         if let Some(bridge) = self.bridge.take() {
             if let Err(e) = ip(&["link", "del", &bridge]) {
+                log::warn!("cleanup: {e:#}");
+            }
+        }
+        if let Some((name, home)) = self.run_netns.take() {
+            // back home first: the namespace goes when its last user leaves it
+            if let Err(e) = set_netns(&home, "the thread's own network namespace") {
+                log::warn!("cleanup: {e:#}");
+            }
+            if let Err(e) = ip(&["netns", "del", &name]) {
                 log::warn!("cleanup: {e:#}");
             }
         }
