@@ -447,6 +447,7 @@ impl Builder<'_> {
         let mut silences: Vec<Silence> = Vec::new();
         let mut aside: Vec<Candidate> = Vec::new();
         let mut self_connections = 0;
+        let mut impossible = 0;
         for t in &self.t.events {
             let What::NetworkGap(g) = &t.event.what else {
                 continue;
@@ -454,6 +455,14 @@ impl Builder<'_> {
             let (Some(local), Some(peer)) = (g.local, g.peer) else {
                 continue;
             };
+            let taken = self.t.dumps.get(t.dump).map(|d| d.taken_ns).unwrap_or(0); // unknown: cannot tell a close from the dump
+                                                                                   // a silence that would end after its dump was taken is a clock error (a tracerd
+                                                                                   // before the fix of its jiffies stamps recorded minus 2^32 ticks as 584 years)
+            let end_ns = t.at_ns.saturating_add(g.duration_ms.saturating_mul(1_000_000));
+            if taken > 0 && end_ns > taken.saturating_add(AT_DUMP_NS) {
+                impossible += 1;
+                continue;
+            }
             let (a, b) = (self.node_of_address(local).or(t.node), self.node_of_address(peer));
             if local.ip() == peer.ip() || (a.is_some() && a == b) {
                 self_connections += 1;
@@ -485,7 +494,6 @@ impl Builder<'_> {
                 fold_aside(&mut aside, c, a);
                 continue;
             }
-            let taken = self.t.dumps.get(t.dump).map(|d| d.taken_ns).unwrap_or(0); // unknown: cannot tell a close from the dump
             let conn = if local < peer {
                 (local, peer)
             } else {
@@ -512,6 +520,9 @@ impl Builder<'_> {
         self.candidates.extend(aside);
         if self_connections > 0 {
             self.notes.push(format!("{self_connections} gap(s) of connections of a node to itself were ignored (never a partition)"));
+        }
+        if impossible > 0 {
+            self.notes.push(format!("{impossible} gap(s) that would end after their dump was taken were ignored (a tracer clock error)"));
         }
     }
 
@@ -1492,6 +1503,51 @@ mod tests {
                 .find(|c| matches!(c.guess, FaultGuess::Pause { .. }))
                 .unwrap();
             assert_eq!(pause.at_ns, 50 * S);
+        }
+
+        #[test]
+        fn gaps_that_would_end_after_the_dump_are_ignored() {
+            let s = scenario();
+            let t = timeline(vec![
+                // a real cut of a from b, seen on two connections
+                gap(100 * S, 0, "10.9.0.1:41000", "10.9.0.2:7000", 4000, 50, false),
+                gap(100 * S, 0, "10.9.0.1:41001", "10.9.0.2:7001", 4000, 50, false),
+                // a and c: what a wrapped jiffies difference made of a short silence
+                gap(
+                    110 * S,
+                    0,
+                    "10.9.0.1:41002",
+                    "10.9.0.3:7000",
+                    18_429_563_939_213,
+                    50,
+                    false,
+                ),
+                gap(
+                    110 * S,
+                    2,
+                    "10.9.0.3:7000",
+                    "10.9.0.1:41002",
+                    18_429_563_939_213,
+                    50,
+                    false,
+                ),
+            ]);
+            let d = diagnose(&t, Some(&s), None);
+            let cut = partitions(&d, Verdict::Cause);
+            assert_eq!(cut.len(), 1, "{:#?}", d.candidates);
+            assert_eq!(peer_of(cut[0]), 1);
+            assert!(
+                d.candidates.iter().all(|c| peer_of(c) != 2 && c.node != Some(2)),
+                "{:#?}",
+                d.candidates
+            );
+            assert!(
+                d.notes
+                    .iter()
+                    .any(|n| n.starts_with("2 gap(s) that would end after their dump")),
+                "{:?}",
+                d.notes
+            );
         }
 
         #[test]

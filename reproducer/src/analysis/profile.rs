@@ -473,10 +473,21 @@ pub fn run_data(
 }
 
 /// A silence between two nodes' addresses (self-connections and other ends are not pairs).
+/// A silence longer than the run itself is a clock error, not a norm: taken as the longest
+/// silence of a pair, it would let every later partition of that pair pass as idle (a
+/// tracerd before the fix of its jiffies stamps recorded silences of 584 years).
 fn add_gap(data: &mut RunData, scenario: &Scenario, g: &tracedump::event::NetworkGap) {
     let (Some(local), Some(peer)) = (g.local, g.peer) else {
         return;
     };
+    if g.duration_ms as f64 > data.seconds * 1000.0 {
+        log::warn!(
+            "profile: a silence of {} ms between {local} and {peer} in a run of {:.1} s: ignored (impossible)",
+            g.duration_ms,
+            data.seconds
+        );
+        return;
+    }
     let (Some(a), Some(b)) = (scenario.node_at(local.ip()), scenario.node_at(peer.ip())) else {
         return;
     };
@@ -843,6 +854,37 @@ mod tests {
         );
         let parsed: Vec<&str> = list.lines().filter(|l| !l.starts_with('#')).collect();
         assert_eq!(parsed.len(), 2);
+    }
+
+    #[test]
+    fn silences_longer_than_the_run_are_not_norms() {
+        let scenario = Scenario::parse(
+            "name = \"kv\"\n[[nodes]]\nname = \"db1\"\ncommand = [\"kvnode\"]\naddress = \"10.9.0.1\"\n\
+             [[nodes]]\nname = \"db2\"\ncommand = [\"kvnode\"]\naddress = \"10.9.0.2\"\n\
+             [workload]\ncommand = [\"true\"]\n[oracle]\ncommand = [\"false\"]\n",
+            "t",
+        )
+        .expect("scenario");
+        let gap = |ms: u64| tracedump::event::NetworkGap {
+            local: Some("10.9.0.1:40000".parse().expect("address")),
+            peer: Some("10.9.0.2:7000".parse().expect("address")),
+            duration_ms: ms,
+            packets: 10,
+            ongoing: false,
+        };
+        let mut data = RunData {
+            seconds: 8.0,
+            ..Default::default()
+        };
+        add_gap(&mut data, &scenario, &gap(1054));
+        // what a wrapped jiffies difference made of a silence: minus 2^32 ticks
+        add_gap(&mut data, &scenario, &gap(18_429_563_939_213));
+        add_gap(&mut data, &scenario, &gap(8001));
+        let key = ("db1".to_string(), "db2".to_string(), 7000);
+        assert_eq!(data.gaps.get(&key), Some(&(1, 1054)));
+        let stats = gap_stats(&[data]);
+        assert_eq!(stats.len(), 1);
+        assert_eq!(stats[0].longest_ms, 1054);
     }
 
     #[test]
