@@ -105,6 +105,7 @@ impl AttemptLog {
             .join(format!("{:03}", self.attempts.len() + 1));
         std::fs::rename(ahead, &dir)
             .with_context(|| format!("renaming {} to {}", ahead.display(), dir.display()))?;
+        repoint_run_files(&dir, ahead, &dir)?;
         Ok(dir)
     }
 
@@ -205,6 +206,31 @@ fn export_timelines(runs: &AttemptRuns) -> Vec<PathBuf> {
     written
 }
 
+/// The run.json files under `dir` name the run's own directory (`workdir`, `trace`); after
+/// a rename from `old` to `new` they are rewritten to name it where it now is.
+fn repoint_run_files(dir: &Path, old: &Path, new: &Path) -> Result<()> {
+    for entry in std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
+        let path = entry?.path();
+        if path.is_dir() {
+            repoint_run_files(&path, old, new)?;
+        } else if path.file_name().is_some_and(|n| n == "run.json") {
+            let text = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+            let mut run: serde_json::Value =
+                serde_json::from_slice(&text).with_context(|| format!("parsing {}", path.display()))?;
+            for key in ["workdir", "trace"] {
+                if let Some(p) = run.get(key).and_then(|v| v.as_str()) {
+                    if let Ok(rest) = Path::new(p).strip_prefix(old) {
+                        run[key] = new.join(rest).display().to_string().into();
+                    }
+                }
+            }
+            let json = serde_json::to_vec_pretty(&run)?;
+            atomic::write_bytes(&path, atomic::SHARED, &json)?;
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -269,5 +295,38 @@ mod tests {
         assert!(attempts[0].timelines.iter().all(|t| t.is_file()));
         let json = std::fs::read_to_string(out.path().join("attempts.json")).unwrap();
         assert!(json.contains("trace.perfetto"), "{json}");
+    }
+
+    #[test]
+    fn a_run_made_ahead_names_its_new_directory_once_adopted() {
+        let out = tempfile::tempdir().unwrap();
+        let log = AttemptLog::create(out.path(), u64::MAX).unwrap();
+        let ahead = log.ahead_dir(3, &Schedule::default()).unwrap();
+        let run = ahead.join("reproducer-run-7");
+        std::fs::create_dir_all(&run).unwrap();
+        let elsewhere = "/elsewhere/reproducer-run-7";
+        let json = serde_json::json!({
+            "workdir": run, "trace": run.join("trace"), "bug": true, "kept": true,
+        });
+        std::fs::write(run.join("run.json"), json.to_string()).unwrap();
+        std::fs::create_dir_all(ahead.join("confirm-01")).unwrap();
+        let other = serde_json::json!({ "workdir": elsewhere, "trace": null });
+        std::fs::write(ahead.join("confirm-01/run.json"), other.to_string()).unwrap();
+
+        let dir = log.adopt(&ahead).unwrap();
+        assert_eq!(dir, out.path().join("attempts/001"));
+        let read =
+            |p: PathBuf| -> serde_json::Value { serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap() };
+        let moved = read(dir.join("reproducer-run-7/run.json"));
+        let now = dir.join("reproducer-run-7");
+        assert_eq!(moved["workdir"], now.display().to_string());
+        assert_eq!(moved["trace"], now.join("trace").display().to_string());
+        assert_eq!(moved["bug"], true, "other fields stay");
+        let untouched = read(dir.join("confirm-01/run.json"));
+        assert_eq!(
+            untouched["workdir"], elsewhere,
+            "a path outside the old directory stays"
+        );
+        assert!(untouched["trace"].is_null());
     }
 }
