@@ -72,22 +72,16 @@ impl AttemptLog {
 
     /// The directory of the next attempt, created, with `schedule` in it.
     pub fn next_dir(&self, schedule: &Schedule) -> Result<PathBuf> {
-        let dir = self
-            .out
-            .join("attempts")
-            .join(format!("{:03}", self.attempts.len() + 1));
-        std::fs::create_dir_all(&dir).with_context(|| format!("attempt directory {}", dir.display()))?;
-        atomic::write_bytes(
-            &dir.join("schedule.toml"),
-            atomic::SHARED,
-            schedule.to_toml().as_bytes(),
-        )?;
-        Ok(dir)
+        self.schedule_dir(&format!("{:03}", self.attempts.len() + 1), schedule)
     }
 
     /// A directory for a schedule run ahead of need, created, with `schedule` in it.
     pub fn ahead_dir(&self, seq: u32, schedule: &Schedule) -> Result<PathBuf> {
-        let dir = self.out.join("attempts").join(format!("ahead-{seq}"));
+        self.schedule_dir(&format!("ahead-{seq}"), schedule)
+    }
+
+    fn schedule_dir(&self, name: &str, schedule: &Schedule) -> Result<PathBuf> {
+        let dir = self.out.join("attempts").join(name);
         std::fs::create_dir_all(&dir).with_context(|| format!("attempt directory {}", dir.display()))?;
         atomic::write_bytes(
             &dir.join("schedule.toml"),
