@@ -386,7 +386,7 @@ static __always_inline __u64 open_id_of(struct file *f)
 
 #include "cwd.h"
 
-static __always_inline int track_open(struct pt_regs *regs, long nr, long fd)
+static __noinline int track_open(struct pt_regs *regs, long nr, long fd)
 {
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 	__u32 zero = 0;
@@ -448,7 +448,7 @@ static __always_inline void watch_conn(struct sock *sk, struct tracerd_conn *c)
 }
 
 /* Start watching a TCP connection that a target process connected or accepted. */
-static __always_inline int track_socket(long fd)
+static __noinline int track_socket(long fd)
 {
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 	struct tracerd_conn c = {};
@@ -518,16 +518,16 @@ static __always_inline void describe_fd(struct tracerd_syscall_failure *e, int f
 	e->open_id = open_id_of(f);
 }
 
-static __always_inline int record_failure(struct pt_regs *regs, long nr, long ret)
+/* A failed call of a target. Not inlined: one copy serves the tracepoint and every fexit
+ * program, instead of one per program (inlined, it made the BPF object 3 MB, which the
+ * daemon keeps mapped and parses at start); the call costs a few ns on the failure path. */
+static __noinline int record_target_failure(struct pt_regs *regs, long nr, long ret, __u32 tgid)
 {
-	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 	struct tracerd_syscall_failure *e;
 	struct tracerd_syscall_arg *arg;
 	__u32 key = nr;
 	long n;
 
-	if (!is_target(tgid))
-		return 0;
 	if (nr == NR_connect && ret == -EINPROGRESS)
 		track_socket((int)regs->di);
 	e = reserve(sizeof(*e), TRACERD_CNT_RINGBUF_FULL_SYSCALL);
@@ -575,6 +575,15 @@ static __always_inline int record_failure(struct pt_regs *regs, long nr, long re
 	}
 	submit(e);
 	return 0;
+}
+
+static __always_inline int record_failure(struct pt_regs *regs, long nr, long ret)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+
+	if (!is_target(tgid))
+		return 0;
+	return record_target_failure(regs, nr, ret, tgid);
 }
 
 static __always_inline bool pseudo_fs(unsigned long magic)

@@ -109,9 +109,9 @@ fn sample_dump() -> Vec<u8> {
     let path = write_dump(
         dir.path(),
         "s.tdump",
-        &DumpContents {
+        DumpContents {
             meta,
-            records: records.iter().collect(),
+            records: records.iter().copied(),
             blobs: blobs.live_bytes(),
         },
     )

@@ -596,10 +596,10 @@ fn run(out: &Path, events: usize) -> Result<()> {
     } = generate(events)?;
     let contents = DumpContents {
         meta: meta(records.len())?,
-        records: records.iter().collect(),
+        records: records.iter().copied(),
         blobs,
     };
-    let dump = write_dump(out, "prod.tdump", &contents)?;
+    let dump = write_dump(out, "prod.tdump", contents)?;
     tracedump::atomic::write_bytes(
         &out.join("scenario.toml"),
         tracedump::atomic::SHARED,

@@ -164,10 +164,12 @@ pub struct Dump {
     pub blobs: BlobWindow,
 }
 
-/// What the writer needs; `records` are written in the order given.
-pub struct DumpContents<'a> {
+/// What the writer needs; `records` are written in the order given. An iterator rather than
+/// a list: a daemon's window is a million records, and a list of references to them would
+/// cost it 8 MiB more at every dump.
+pub struct DumpContents<R> {
     pub meta: DumpMeta,
-    pub records: Vec<&'a Record>,
+    pub records: R,
     pub blobs: (u64, Vec<u8>),
 }
 
@@ -286,30 +288,43 @@ fn decode_record(b: &[u8]) -> Option<Record> {
     })
 }
 
-fn write_section(w: &mut impl Write, tag: u32, payload: &[u8]) -> std::io::Result<()> {
+fn write_section_header(w: &mut impl Write, tag: u32, len: u64) -> std::io::Result<()> {
     w.write_all(&tag.to_le_bytes())?;
-    w.write_all(&(payload.len() as u64).to_le_bytes())?;
+    w.write_all(&len.to_le_bytes())
+}
+
+fn write_section(w: &mut impl Write, tag: u32, payload: &[u8]) -> std::io::Result<()> {
+    write_section_header(w, tag, payload.len() as u64)?;
     w.write_all(payload)
 }
 
-fn write_body(w: impl Write, contents: &DumpContents<'_>) -> Result<()> {
+fn write_body<R>(w: impl Write, contents: DumpContents<R>) -> Result<()>
+where
+    R: IntoIterator<Item = Record>,
+    R::IntoIter: ExactSizeIterator,
+{
     let mut z = zstd::Encoder::new(w, 3)?;
     z.include_checksum(true)?;
     write_section(&mut z, SECTION_META, &serde_json::to_vec(&contents.meta)?)?;
     let (base, bytes) = &contents.blobs;
-    let mut blob_section = Vec::with_capacity(8 + bytes.len());
-    blob_section.extend_from_slice(&base.to_le_bytes());
-    blob_section.extend_from_slice(bytes);
-    write_section(&mut z, SECTION_BLOBS, &blob_section)?;
-    let count = contents.records.len() as u64;
-    z.write_all(&SECTION_EVENTS.to_le_bytes())?;
-    z.write_all(&(12 + count * RECORD_SIZE as u64).to_le_bytes())?;
+    write_section_header(&mut z, SECTION_BLOBS, 8 + bytes.len() as u64)?;
+    z.write_all(&base.to_le_bytes())?;
+    z.write_all(bytes)?;
+    let records = contents.records.into_iter();
+    let count = records.len() as u64;
+    write_section_header(&mut z, SECTION_EVENTS, 12 + count * RECORD_SIZE as u64)?;
     z.write_all(&(RECORD_SIZE as u32).to_le_bytes())?;
     z.write_all(&count.to_le_bytes())?;
     let mut buf = [0u8; RECORD_SIZE];
-    for r in &contents.records {
-        encode_record(r, &mut buf);
+    let mut written = 0u64;
+    for r in records {
+        encode_record(&r, &mut buf);
         z.write_all(&buf)?;
+        written += 1;
+    }
+    // the section's length is already written: a short count would misframe the file
+    if written != count {
+        bail!("the dump's records iterator gave {written} records, not the {count} it announced");
     }
     write_section(&mut z, SECTION_END, &[])?;
     z.finish()?.flush()?;
@@ -317,7 +332,11 @@ fn write_body(w: impl Write, contents: &DumpContents<'_>) -> Result<()> {
 }
 
 /// Writes `contents` as `dir/name` atomically (mode 0600) and returns the final path.
-pub fn write_dump(dir: &Path, name: &str, contents: &DumpContents<'_>) -> Result<PathBuf> {
+pub fn write_dump<R>(dir: &Path, name: &str, contents: DumpContents<R>) -> Result<PathBuf>
+where
+    R: IntoIterator<Item = Record>,
+    R::IntoIter: ExactSizeIterator,
+{
     let final_path = dir.join(name);
     crate::atomic::write_with(&final_path, crate::atomic::PRIVATE, |w| {
         w.write_all(MAGIC)?;
@@ -766,6 +785,36 @@ mod tests {
         );
     }
 
+    /// An iterator that announces more records than it gives.
+    struct ShortOfItsWord(std::vec::IntoIter<Record>, usize);
+
+    impl Iterator for ShortOfItsWord {
+        type Item = Record;
+        fn next(&mut self) -> Option<Record> {
+            self.0.next()
+        }
+        fn size_hint(&self) -> (usize, Option<usize>) {
+            (self.1, Some(self.1))
+        }
+    }
+
+    impl ExactSizeIterator for ShortOfItsWord {}
+
+    #[test]
+    fn a_record_count_that_does_not_hold_leaves_no_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let recs = sample();
+        let n = recs.len();
+        let contents = DumpContents {
+            meta: DumpMeta::default(),
+            records: ShortOfItsWord(recs.into_iter(), n + 1),
+            blobs: (0, Vec::new()),
+        };
+        let e = write_dump(dir.path(), "d.tdump", contents).unwrap_err();
+        assert!(format!("{e:#}").contains("not the"), "{e:#}");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+
     #[test]
     fn file_round_trip_and_damage() {
         let dir = tempfile::tempdir().unwrap();
@@ -789,10 +838,10 @@ mod tests {
         };
         let contents = DumpContents {
             meta,
-            records: recs.iter().collect(),
+            records: recs.iter().copied(),
             blobs: (0, Vec::new()),
         };
-        let path = write_dump(dir.path(), "d.tdump", &contents).unwrap();
+        let path = write_dump(dir.path(), "d.tdump", contents).unwrap();
         let dump = Dump::read(&path).unwrap();
         assert_eq!(dump.records, recs);
         assert_eq!(dump.meta.function_calls, vec![3, 0]);

@@ -117,10 +117,10 @@ mod tests {
         };
         let contents = DumpContents {
             meta,
-            records: records.iter().collect(),
+            records: records.iter().copied(),
             blobs: (0, Vec::new()),
         };
-        write_dump(dir, &format!("{name}.tdump"), &contents).unwrap()
+        write_dump(dir, &format!("{name}.tdump"), contents).unwrap()
     }
 
     #[test]

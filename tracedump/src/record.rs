@@ -144,14 +144,29 @@ impl EventRing {
         self.capacity
     }
 
-    /// Oldest to newest.
-    pub fn iter(&self) -> impl Iterator<Item = &Record> {
-        let split = if self.slots.len() < self.capacity {
+    /// Where the oldest record is.
+    fn oldest_slot(&self) -> usize {
+        if self.slots.len() < self.capacity {
             0
         } else {
             self.next
-        };
+        }
+    }
+
+    /// Oldest to newest.
+    pub fn iter(&self) -> impl Iterator<Item = &Record> {
+        let split = self.oldest_slot();
         self.slots[split..].iter().chain(self.slots[..split].iter())
+    }
+
+    /// The `i`-th oldest record.
+    pub fn get(&self, i: usize) -> Option<&Record> {
+        let len = self.slots.len();
+        if i >= len {
+            return None;
+        }
+        let slot = self.oldest_slot() + i;
+        Some(&self.slots[if slot >= len { slot - len } else { slot }])
     }
 }
 
@@ -275,6 +290,8 @@ mod tests {
         }
         let ts: Vec<u64> = ring.iter().map(|r| r.ts_ns).collect();
         assert_eq!(ts, vec![2, 3, 4]);
+        let by_index: Vec<u64> = (0..4).filter_map(|i| ring.get(i)).map(|r| r.ts_ns).collect();
+        assert_eq!(by_index, ts);
         assert_eq!(ring.overwritten(), 2);
         assert_eq!(ring.total(), 5);
     }

@@ -14,7 +14,7 @@ use tracedump::record::{Payload, Record};
 use crate::config::Config;
 use crate::engine::Engine;
 use crate::recorder::Recorder;
-use crate::redact::{redact_records, Redactor};
+use crate::redact::{redact_paths, Redactor};
 
 /// Gaps and pauses that have lasted past their threshold and are still going on.
 fn ongoing_records(
@@ -166,8 +166,7 @@ pub fn take_dump_with(
         ..Counters::default()
     };
     let mut blobs = rec.blobs.live_bytes();
-    let mut records: Vec<&Record> = rec.ring.iter().chain(ongoing.iter()).collect();
-    for r in &records {
+    for r in rec.ring.iter().chain(ongoing.iter()) {
         let (blob, open_id) = match r.payload {
             Payload::SyscallFailure { blob, open_id, .. } => (blob, open_id),
             Payload::NetworkGap { endpoints, .. } => (endpoints, 0),
@@ -183,10 +182,7 @@ pub fn take_dump_with(
     }
     // the config was validated at start, so its rules compile
     let redactor = Redactor::new(&config.redact, "redact").unwrap_or_default();
-    let redacted = redact_records(&redactor, &records, &mut blobs);
-    for (i, r) in &redacted {
-        records[*i] = r;
-    }
+    let moved = redact_paths(&redactor, rec.ring.iter().chain(ongoing.iter()), &mut blobs);
     let mut processes = rec.procs.snapshot();
     processes.iter_mut().for_each(|p| redactor.process(p));
     let mut open_files = open_files;
@@ -211,12 +207,17 @@ pub fn take_dump_with(
         functions: engine.functions().to_vec(),
         processes,
         open_files,
-        event_count: records.len() as u64,
+        event_count: (rec.ring.len() + ongoing.len()) as u64,
         function_calls: engine.function_calls()?,
         unattached_functions: engine.unattached_functions().to_vec(),
         syscall_counts: engine.syscall_counts()?,
         trigger,
     };
+    let ring = &rec.ring;
+    let records = (0..ring.len() + ongoing.len()).map(|i| {
+        let r = ring.get(i).unwrap_or_else(|| &ongoing[i - ring.len()]);
+        moved.apply(*r)
+    });
     let name = dump_file_name(&host, clock.realtime_ns, seq);
-    write_dump(dir, &name, &DumpContents { meta, records, blobs })
+    write_dump(dir, &name, DumpContents { meta, records, blobs })
 }

@@ -2,6 +2,8 @@
 //! everything a dump says about commands and files before it is written — command lines
 //! (each argument on its own), exe and cwd, the open-file table, the paths of failed calls
 //! and the trigger's event. The default rule hides `password|passwd|secret|token|…key=VALUE`.
+use std::collections::HashMap;
+
 use regex::Regex;
 use serde::{Deserialize, Serialize};
 
@@ -92,43 +94,47 @@ impl Redactor {
     }
 }
 
+/// Where redaction moved the paths of failed calls: old blob reference → new.
+#[derive(Debug, Default)]
+pub struct MovedBlobs(HashMap<u64, BlobRef>);
+
+impl MovedBlobs {
+    /// `r` pointing at its redacted path, if its path was redacted.
+    pub fn apply(&self, mut r: Record) -> Record {
+        if let Payload::SyscallFailure { blob, .. } = &mut r.payload {
+            if let Some(&moved) = self.0.get(&blob.raw()) {
+                *blob = moved;
+            }
+        }
+        r
+    }
+}
+
 /// Redacts the paths of failed calls among `records`, whose blobs are the live bytes
 /// `blobs` (base offset, bytes). A changed path is overwritten with zeros where it was and
-/// appended redacted; returns (index, redacted copy) for each record that now points there.
-pub fn redact_records(
+/// appended redacted; the records that pointed there are rewritten as they are written
+/// (`MovedBlobs::apply`), so that a dump needs no second copy of its window.
+pub fn redact_paths<'a>(
     redactor: &Redactor,
-    records: &[&Record],
+    records: impl Iterator<Item = &'a Record>,
     blobs: &mut (u64, Vec<u8>),
-) -> Vec<(usize, Record)> {
-    let mut changed = Vec::new();
+) -> MovedBlobs {
+    // every path looked at: once zeroed, its old place no longer says what it was
+    let mut seen: HashMap<u64, BlobRef> = HashMap::new();
     if redactor.is_empty() {
-        return changed;
+        return MovedBlobs::default();
     }
-    let mut moved: std::collections::HashMap<u64, BlobRef> = std::collections::HashMap::new();
-    for (i, r) in records.iter().enumerate() {
+    for r in records {
         let Payload::SyscallFailure { blob, .. } = r.payload else {
             continue;
         };
-        if blob.is_none() {
-            continue;
-        }
-        let new = match moved.get(&blob.raw()) {
-            Some(&n) => n,
-            None => {
-                let n = redact_blob(redactor, blob, blobs);
-                moved.insert(blob.raw(), n);
-                n
-            }
-        };
-        if new != blob {
-            let mut redacted = **r;
-            if let Payload::SyscallFailure { blob, .. } = &mut redacted.payload {
-                *blob = new;
-            }
-            changed.push((i, redacted));
+        if !blob.is_none() && !seen.contains_key(&blob.raw()) {
+            let moved = redact_blob(redactor, blob, blobs);
+            seen.insert(blob.raw(), moved);
         }
     }
-    changed
+    seen.retain(|old, new| *old != new.raw());
+    MovedBlobs(seen)
 }
 
 /// Where `value` would be in a blob window: README "Dump format", blob reference.

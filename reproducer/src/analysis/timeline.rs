@@ -241,10 +241,10 @@ mod tests {
         };
         let contents = DumpContents {
             meta,
-            records: records.iter().collect(),
+            records: records.iter().copied(),
             blobs: (0, Vec::new()),
         };
-        write_dump(dir, name, &contents).unwrap()
+        write_dump(dir, name, contents).unwrap()
     }
 
     /// What loading did before it resolved records straight into the timeline: each dump's
@@ -389,10 +389,10 @@ command = ["true"]
         };
         let contents = DumpContents {
             meta,
-            records: records.iter().collect(),
+            records: records.iter().copied(),
             blobs: (0, Vec::new()),
         };
-        write_dump(dir, &format!("{host}.tdump"), &contents).unwrap()
+        write_dump(dir, &format!("{host}.tdump"), contents).unwrap()
     }
 
     /// Host a (up for 1000 s) has the cause: the primary's journal write fails, and later the

@@ -261,10 +261,10 @@ mod tests {
         };
         let contents = DumpContents {
             meta: DumpMeta::default(),
-            records: vec![&record],
+            records: [record],
             blobs: (0, Vec::new()),
         };
-        write_dump(&trace, "run.tdump", &contents).unwrap();
+        write_dump(&trace, "run.tdump", contents).unwrap();
     }
 
     #[test]
