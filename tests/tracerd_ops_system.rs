@@ -551,6 +551,30 @@ fn parse_prometheus(
     (types, samples)
 }
 
+/// Kills and reaps a child when dropped, also when a test fails.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Waits until the metrics file shows `name` at `value`.
+fn wait_for_metric(file: &Path, name: &str, value: f64) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let mut last = String::new();
+    while std::time::Instant::now() < deadline {
+        last = std::fs::read_to_string(file).unwrap_or_default();
+        if parse_prometheus(&last).1.get(name) == Some(&value) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("{name} never became {value}; last metrics:\n{last}");
+}
+
 #[test]
 fn metrics_textfile_is_scrapable_and_counts() {
     require_root();
@@ -569,6 +593,16 @@ fn metrics_textfile_is_scrapable_and_counts() {
         "--ring-events",
         "1000",
     ]);
+    // a target alive counts in the target set; every one that ended must leave it (a count
+    // that never drops back would send every later process of its slot to the slow lookup)
+    let sleeper = KillOnDrop(
+        Command::new(&prog)
+            .args(["sleep", "30000"])
+            .spawn()
+            .expect("spawn"),
+    );
+    wait_for_metric(&file, "tracerd_targets", 1.0);
+    drop(sleeper);
     for _ in 0..3 {
         run_to_end(&prog, &["segv"]);
     }
@@ -576,6 +610,7 @@ fn metrics_textfile_is_scrapable_and_counts() {
         run_to_end(&prog, &["fail", &format!("/nonexistent/cr_metrics/{i}")]);
     }
     wait_for_dumps(&d, 1, Duration::from_secs(10));
+    wait_for_metric(&file, "tracerd_targets", 0.0);
     d.dump();
     std::thread::sleep(Duration::from_millis(600));
     let text = std::fs::read_to_string(&file).expect("the metrics file is written");

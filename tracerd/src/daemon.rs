@@ -214,6 +214,7 @@ fn snapshot<'a>(engine: &Engine, rec: &'a Recorder, state: &DumpState<'_>) -> Re
         received_by_kind: *rec.received_by_kind(),
         window_events: rec.ring.len(),
         window_capacity: rec.ring.capacity(),
+        targets: engine.targets_now(),
         dumps_written: state.written,
         dumps_failed: state.failed,
         triggers: rec

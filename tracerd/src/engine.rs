@@ -489,6 +489,20 @@ impl Engine {
         }
     }
 
+    /// Processes in the target set now: the sum of the kernel's per-slot target counts, read
+    /// from the program's memory (0 when every process is traced: there is no set).
+    pub fn targets_now(&self) -> u64 {
+        let Some(bss) = self.skel.maps.bss_data.as_deref() else {
+            return 0;
+        };
+        bss.target_slots
+            .iter()
+            // SAFETY: u32s in the BPF program's mmapped .bss, changed by the kernel at any
+            // time: each read once, as a volatile load.
+            .map(|slot| unsafe { std::ptr::read_volatile(slot) } as u64)
+            .sum()
+    }
+
     /// Threads paused now (for pauses still going on at dump time), with their tids.
     pub fn pauses(&self) -> Result<Vec<(u32, tracerd_pause)>> {
         let mut out = Vec::new();

@@ -1,6 +1,6 @@
 //! Health figures in the Prometheus text format (0.0.4), written as a node_exporter
 //! textfile-collector file (`metrics_textfile`): loss counters, events per kind, window fill,
-//! dumps written, triggers fired and suppressed, attach failures.
+//! processes traced, dumps written, triggers fired and suppressed, attach failures.
 //!
 //! A textfile rather than a listening port: a systemd host already runs node_exporter, the
 //! daemon opens no socket, and a stale file is visible as `node_textfile_mtime_seconds`. The
@@ -25,6 +25,8 @@ pub struct Snapshot<'a> {
     pub received_by_kind: [u64; 8],
     pub window_events: usize,
     pub window_capacity: usize,
+    /// processes in the kernel's target set (0 without a target filter)
+    pub targets: u64,
     pub dumps_written: u64,
     pub dumps_failed: u64,
     /// (rule, fired, suppressed)
@@ -136,6 +138,12 @@ pub fn families(s: &Snapshot<'_>) -> Vec<MetricFamily> {
             "Window events over capacity.",
             MetricType::GAUGE,
             vec![(Vec::new(), fill)],
+        ),
+        family(
+            "tracerd_targets",
+            "Processes traced now (the target set; 0 when every process is traced).",
+            MetricType::GAUGE,
+            vec![(Vec::new(), s.targets as f64)],
         ),
         counter(
             "tracerd_dumps_written_total",
@@ -270,6 +278,7 @@ mod tests {
             received_by_kind: [0, 7, 0, 0, 1, 0, 0, 0],
             window_events: 8,
             window_capacity: 16,
+            targets: 3,
             dumps_written: 2,
             dumps_failed: 0,
             triggers: vec![("fatal_signal", 1, 5)],
@@ -290,6 +299,7 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("tracerd_window_fill_ratio 0.5"), "{text}");
+        assert!(text.contains("tracerd_targets 3"), "{text}");
         assert!(
             text.contains("tracerd_triggers_suppressed_total{rule=\"fatal_signal\"} 5"),
             "{text}"
