@@ -138,7 +138,7 @@ static __always_inline int walk_cwd(struct cwd_walk *w)
 }
 
 /* A traced process changed its cwd: record where it is now. */
-static __noinline int track_cwd(void)
+static __always_inline int track_cwd(void)
 {
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 	__u32 zero = 0;

@@ -386,7 +386,7 @@ static __always_inline __u64 open_id_of(struct file *f)
 
 #include "cwd.h"
 
-static __noinline int track_open(struct pt_regs *regs, long nr, long fd)
+static __always_inline int track_open(struct pt_regs *regs, long nr, long fd)
 {
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 	__u32 zero = 0;
@@ -448,7 +448,7 @@ static __always_inline void watch_conn(struct sock *sk, struct tracerd_conn *c)
 }
 
 /* Start watching a TCP connection that a target process connected or accepted. */
-static __noinline int track_socket(long fd)
+static __always_inline int track_socket(long fd)
 {
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 	struct tracerd_conn c = {};
@@ -518,10 +518,8 @@ static __always_inline void describe_fd(struct tracerd_syscall_failure *e, int f
 	e->open_id = open_id_of(f);
 }
 
-/* A failed call of a target. Not inlined: one copy serves the tracepoint and every fexit
- * program, instead of one per program (inlined, it made the BPF object 3 MB, which the
- * daemon keeps mapped and parses at start); the call costs a few ns on the failure path. */
-static __noinline int record_target_failure(struct pt_regs *regs, long nr, long ret, __u32 tgid)
+/* A failed call of a target. */
+static __always_inline int record_target_failure(struct pt_regs *regs, long nr, long ret, __u32 tgid)
 {
 	struct tracerd_syscall_failure *e;
 	struct tracerd_syscall_arg *arg;
@@ -575,15 +573,6 @@ static __noinline int record_target_failure(struct pt_regs *regs, long nr, long 
 	}
 	submit(e);
 	return 0;
-}
-
-static __always_inline int record_failure(struct pt_regs *regs, long nr, long ret)
-{
-	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
-
-	if (!is_target(tgid))
-		return 0;
-	return record_target_failure(regs, nr, ret, tgid);
 }
 
 static __always_inline bool pseudo_fs(unsigned long magic)
@@ -667,34 +656,69 @@ static __always_inline void count_syscall(long nr)
 		count(TRACERD_CNT_SYSCALL_COUNTS_FULL);
 }
 
+/*
+ * The fexit programs call one shared copy (a BPF subprogram) of what their syscalls do rarely
+ * (record a target's failure, track an open, a connection, a cwd): inlined into each of more
+ * than a hundred programs, these made the BPF object 3 MB, which the daemon maps and parses at
+ * start (4 MiB of its memory). The sys_exit program keeps them inline: it is one program,
+ * and a call would only add to each of its recorded failures.
+ */
+static __noinline int track_open_shared(struct pt_regs *regs, long nr, long fd)
+{
+	return track_open(regs, nr, fd);
+}
+
+static __noinline int track_socket_shared(long fd)
+{
+	return track_socket(fd);
+}
+
+static __noinline int track_cwd_shared(void)
+{
+	return track_cwd();
+}
+
+static __noinline int record_target_failure_shared(struct pt_regs *regs, long nr, long ret, __u32 tgid)
+{
+	return record_target_failure(regs, nr, ret, tgid);
+}
+
 /* The end of syscall `nr` with result `ret`: keep the fd table and the cwd current after
  * successful calls, record failures. Shared by the sys_exit tracepoint (every syscall) and
  * the fexit programs (one per hooked syscall, where `nr` is a constant and the compiler
- * drops the branches of other syscalls). */
-static __always_inline int syscall_exit(struct pt_regs *regs, long nr, long ret)
+ * drops the branches of other syscalls); `shared`: call the subprograms above. */
+static __always_inline int syscall_exit(struct pt_regs *regs, long nr, long ret, bool shared)
 {
+	__u32 tgid;
+
 	if (count_syscalls)
 		count_syscall(nr);
 	if (ret >= 0) {
 		if (nr == NR_openat || nr == NR_open || nr == NR_creat || nr == NR_openat2)
-			return track_open(regs, nr, ret);
-		if (nr == NR_accept || nr == NR_accept4 || nr == NR_connect)
-			return track_socket(nr == NR_connect ? (int)regs->di : ret);
+			return shared ? track_open_shared(regs, nr, ret) : track_open(regs, nr, ret);
+		if (nr == NR_accept || nr == NR_accept4 || nr == NR_connect) {
+			long fd = nr == NR_connect ? (int)regs->di : ret;
+			return shared ? track_socket_shared(fd) : track_socket(fd);
+		}
 		if (nr == NR_chdir || nr == NR_fchdir)
-			return track_cwd();
+			return shared ? track_cwd_shared() : track_cwd();
 		if ((unsigned long)nr <= NR_write || nr == NR_pread64 || nr == NR_pwrite64)
 			return check_short_io(regs, nr, ret);
 		return 0;
 	}
 	if (nr < 0)
 		return 0;
-	return record_failure(regs, nr, ret);
+	tgid = bpf_get_current_pid_tgid() >> 32;
+	if (!is_target(tgid))
+		return 0;
+	return shared ? record_target_failure_shared(regs, nr, ret, tgid)
+		      : record_target_failure(regs, nr, ret, tgid);
 }
 
 SEC("tp_btf/sys_exit")
 int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
 {
-	return syscall_exit(regs, regs->orig_ax, ret);
+	return syscall_exit(regs, regs->orig_ax, ret, false);
 }
 
 /* One fexit program per syscall of fexit_syscalls.h, on its x86_64 entry point, which gets
@@ -704,7 +728,7 @@ int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
 	SEC("fexit/__x64_sys_" #func)                                            \
 	int BPF_PROG(fexit_##func, struct pt_regs *regs, long ret)               \
 	{                                                                        \
-		return syscall_exit(regs, nr, ret);                              \
+		return syscall_exit(regs, nr, ret, true);                        \
 	}
 #include "fexit_syscalls.h"
 #undef X

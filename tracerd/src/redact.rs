@@ -101,6 +101,9 @@ pub struct MovedBlobs(HashMap<u64, BlobRef>);
 impl MovedBlobs {
     /// `r` pointing at its redacted path, if its path was redacted.
     pub fn apply(&self, mut r: Record) -> Record {
+        if self.0.is_empty() {
+            return r;
+        }
         if let Payload::SyscallFailure { blob, .. } = &mut r.payload {
             if let Some(&moved) = self.0.get(&blob.raw()) {
                 *blob = moved;
