@@ -6,33 +6,12 @@ mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use serde_json::Value;
 
 use common::*;
-
-/// A child killed (SIGKILL) and reaped on drop, whatever the test's outcome.
-struct Reaped(Child);
-
-impl Reaped {
-    fn pid(&self) -> i32 {
-        self.0.id() as i32
-    }
-
-    fn signal(&self, sig: i32) {
-        // SAFETY: kill(2) on our own child.
-        unsafe { libc::kill(self.pid(), sig) };
-    }
-}
-
-impl Drop for Reaped {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 /// The Python that has Perfetto's package (scripts/test installs it), or $PERFETTO_PYTHON.
 fn perfetto_python() -> PathBuf {

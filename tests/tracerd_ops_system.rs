@@ -551,16 +551,6 @@ fn parse_prometheus(
     (types, samples)
 }
 
-/// Kills and reaps a child when dropped, also when a test fails.
-struct KillOnDrop(std::process::Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// Waits until the metrics file shows `name` at `value`.
 fn wait_for_metric(file: &Path, name: &str, value: f64) {
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
@@ -595,7 +585,7 @@ fn metrics_textfile_is_scrapable_and_counts() {
     ]);
     // a target alive counts in the target set; every one that ended must leave it (a count
     // that never drops back would send every later process of its slot to the slow lookup)
-    let sleeper = KillOnDrop(
+    let sleeper = Reaped(
         Command::new(&prog)
             .args(["sleep", "30000"])
             .spawn()

@@ -1,5 +1,5 @@
 //! Shared fixtures of the system tests: root check, building the C target programs, a
-//! tracerd daemon owned by the test, and network namespaces that are removed on drop.
+//! tracerd daemon owned by the test, children and network namespaces that are removed on drop.
 #![allow(dead_code)]
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -245,6 +245,27 @@ impl Drop for Daemon {
         if let Ok(None) = self.child.try_wait() {
             self.stop();
         }
+    }
+}
+
+/// A child killed (SIGKILL) and reaped on drop, whatever the test's outcome.
+pub struct Reaped(pub Child);
+
+impl Reaped {
+    pub fn pid(&self) -> i32 {
+        self.0.id() as i32
+    }
+
+    pub fn signal(&self, sig: i32) {
+        // SAFETY: kill(2) on our own child.
+        unsafe { libc::kill(self.pid(), sig) };
+    }
+}
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
     }
 }
 
