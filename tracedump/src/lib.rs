@@ -16,5 +16,6 @@ pub mod merge;
 pub mod perfetto;
 pub mod process;
 pub mod record;
+pub mod redact;
 mod syscall_tables;
 pub mod syscalls;

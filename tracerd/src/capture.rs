@@ -14,7 +14,7 @@ use tracedump::record::{Payload, Record};
 use crate::config::Config;
 use crate::engine::Engine;
 use crate::recorder::Recorder;
-use crate::redact::{redact_paths, Redactor};
+use tracedump::redact::{redact_paths, Redactor};
 
 /// Gaps and pauses that have lasted past their threshold and are still going on.
 fn ongoing_records(

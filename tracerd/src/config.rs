@@ -1,9 +1,10 @@
 //! The daemon's configuration: the TOML file, its defaults, and validation that turns
 //! every mistake into one line naming the setting.
-use std::fmt;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
+
+use crate::config_error::ConfigError;
 
 pub const DEFAULT_CONFIG: &str = "/etc/tracerd/tracerd.toml";
 
@@ -63,7 +64,7 @@ pub struct Config {
     pub metrics_textfile: Option<PathBuf>,
     pub metrics_interval_ms: u64,
     /// Rewrites of command lines and paths before a dump is written (`[[redact]]`).
-    pub redact: Vec<crate::redact::RedactRule>,
+    pub redact: Vec<tracedump::redact::RedactRule>,
     /// Dumps that write themselves (`[triggers]`).
     pub triggers: crate::triggers::TriggerConfig,
     /// Count uprobes that cannot be attached (the dump's `unattached_functions`) instead of
@@ -105,7 +106,7 @@ impl Default for Config {
             function_events: true,
             metrics_textfile: None,
             metrics_interval_ms: 15_000,
-            redact: crate::redact::default_rules(),
+            redact: tracedump::redact::default_rules(),
             triggers: Default::default(),
             tolerate_unattachable_functions: false,
             targets_added_later: false,
@@ -122,18 +123,6 @@ pub enum SyscallHook {
     Auto,
     Tracepoint,
 }
-
-/// A configuration mistake, phrased for the operator.
-#[derive(Debug)]
-pub struct ConfigError(pub String);
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for ConfigError {}
 
 /// One uprobe target (the type is the dump's; the `BINARY:SYMBOL` syntax is the config's).
 pub use tracedump::dump::FunctionSpec;
@@ -243,7 +232,7 @@ impl Config {
                 "must end in .prom (node_exporter's textfile collector reads only those)",
             );
         }
-        crate::redact::Redactor::new(&self.redact, origin)?;
+        tracedump::redact::Redactor::new(&self.redact, origin)?;
         crate::triggers::validate(&self.triggers, origin)?;
         Ok(())
     }

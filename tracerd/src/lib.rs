@@ -6,6 +6,7 @@
 pub mod bpf;
 pub mod capture;
 pub mod config;
+pub mod config_error;
 pub mod daemon;
 pub mod engine;
 pub mod inspect;
@@ -14,10 +15,9 @@ mod mapdump;
 pub mod metrics;
 pub mod procs;
 pub mod recorder;
-pub mod redact;
 pub mod session;
 pub mod skel;
 pub mod triggers;
 
 // The format moved to tracedump; these keep `tracerd::dump::...` paths working.
-pub use tracedump::{dump, record, syscalls};
+pub use tracedump::{dump, record, redact, syscalls};

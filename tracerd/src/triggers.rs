@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::ConfigError;
+use crate::config_error::ConfigError;
 use crate::dump::TriggerInfo;
 use crate::record::{Payload, Record};
 use crate::syscalls::{errno_name, errno_number, signal_name, syscall_name, syscall_number};

@@ -11,7 +11,7 @@ use std::path::Path;
 
 use tracedump::dump::DumpMeta;
 use tracedump::process::ProcInfo;
-use tracerd::redact::Redactor;
+use tracedump::redact::Redactor;
 
 use crate::model::scenario::{Node, Scenario};
 
@@ -294,13 +294,13 @@ command = ["true"]
             "t",
         )
         .unwrap();
-        let redactor = Redactor::new(&tracerd::redact::default_rules(), "t").unwrap();
+        let redactor = Redactor::new(&tracedump::redact::default_rules(), "t").unwrap();
         let mut p = proc(10, 1, "/opt/kv/kvnode", "/opt/kv/kvnode --id 2 --token=s3cret");
         redactor.process(&mut p);
         assert_eq!(p.cmdline.as_ref().unwrap()[3], "--token=<redacted>");
         let meta = DumpMeta {
             processes: vec![p],
-            config: serde_json::to_value(tracerd::config::Config::default()).unwrap(),
+            config: serde_json::json!({ "redact": tracedump::redact::default_rules() }),
             ..Default::default()
         };
         assert_eq!(NodeMap::build_for(&s, &meta, &[]).node(10), Some(1));

@@ -1,20 +1,14 @@
 //! What the search experiments on, behind one small trait: run a fault plan once and say
-//! what happened. [`TestbedRunner`] runs it for real (each run a `reproducer run-attempt`
-//! process on its spec file, trace read back and mapped to nodes); the unit tests answer
-//! with a fake system. A runner is shared by the runs of a batch going side by side.
-use std::path::{Path, PathBuf};
+//! what happened. `testbed::runner::TestbedRunner` runs it for real (each run a
+//! `reproducer run-attempt` process on its spec file, trace read back and mapped to nodes);
+//! the unit tests answer with a fake system. A runner is shared by the runs of a batch
+//! going side by side.
+use std::path::Path;
 
-use anyhow::{Context, Result};
-use tracedump::event::What;
+use anyhow::Result;
 
 use crate::analysis::binary::{self, Site};
-use crate::analysis::nodemap::NodeMap;
-use crate::model::local_spec;
 use crate::model::plan::FaultPlan;
-use crate::model::scenario::Scenario;
-use crate::model::schedule::Schedule;
-use crate::testbed::executor::RunReport;
-use crate::testbed::spec::{self, RunSpec, SpecOptions, TraceFunction};
 
 /// What one run tells the search.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -44,94 +38,6 @@ pub trait Runner: Sync {
 
     /// The user asked to stop (Ctrl-C, SIGTERM): the search ends with what it has.
     fn interrupted(&self) -> bool {
-        crate::testbed::interrupt::requested()
-    }
-}
-
-/// Runs plans on the local testbed, tracing the functions production traced.
-pub struct TestbedRunner<'a> {
-    scenario: &'a Scenario,
-    /// where the scenario was read from, for the run specs
-    scenario_file: PathBuf,
-    trace_functions: Vec<(usize, String)>,
-}
-
-impl<'a> TestbedRunner<'a> {
-    /// `production_functions`: BINARY:SYMBOL per node, as production traced them.
-    pub fn new(
-        scenario: &'a Scenario,
-        scenario_file: &Path,
-        production_functions: &[(Option<usize>, String)],
-    ) -> Self {
-        let mut trace_functions = Vec::new();
-        for (node, spec) in production_functions {
-            let Some(n) = *node else { continue };
-            let f = (n, local_spec(scenario, n, spec));
-            if !trace_functions.contains(&f) {
-                trace_functions.push(f);
-            }
-        }
-        TestbedRunner {
-            scenario,
-            scenario_file: scenario_file.to_path_buf(),
-            trace_functions,
-        }
-    }
-
-    fn feedback(&self, r: &RunReport) -> Result<Feedback> {
-        let fired = (0..r.faults)
-            .map(|i| r.fired.iter().any(|f| f.fault == i + 1))
-            .collect();
-        let mut functions = vec![Vec::new(); self.scenario.nodes.len()];
-        if let Some(trace) = &r.trace {
-            let dump = tracedump::dump::Dump::read(trace)
-                .with_context(|| format!("trace of run {}", r.workdir.display()))?;
-            let launched: Vec<(usize, u32)> = r
-                .launched
-                .iter()
-                .filter_map(|(n, pid)| Some((self.scenario.node_index(n)?, *pid)))
-                .collect();
-            let map = NodeMap::build_for(self.scenario, &dump.meta, &launched);
-            for e in dump.events() {
-                if let (Some(n), What::Function(hit)) = (map.node(e.pid), e.what) {
-                    functions[n].extend(hit.function);
-                }
-            }
-        }
-        Ok(Feedback {
-            bug: r.bug && r.not_started.is_none(),
-            fired,
-            matched: r.matched.clone(),
-            functions,
-            not_started: r.not_started.clone(),
-        })
-    }
-}
-
-impl Runner for TestbedRunner<'_> {
-    /// Writes the run's spec into `dir` and runs it in a process of its own.
-    fn run(&self, plan: &FaultPlan, dir: &Path) -> Result<Feedback> {
-        let spec = RunSpec {
-            scenario_file: self.scenario_file.display().to_string(),
-            scenario: self.scenario.clone(),
-            schedule: Schedule {
-                faults: plan.faults.iter().map(|f| f.fault.clone()).collect(),
-            },
-            options: SpecOptions {
-                keep: true,
-                profiling: false,
-                trace_functions: self
-                    .trace_functions
-                    .iter()
-                    .map(|(node, function)| TraceFunction {
-                        node: *node,
-                        function: function.clone(),
-                    })
-                    .collect(),
-            },
-        };
-        let path = spec.write(dir)?;
-        let report = spec::run_in_child(&path, dir)?;
-        self.feedback(&report)
+        crate::interrupt::requested()
     }
 }

@@ -222,7 +222,7 @@ fn check_programs(scenario: &Scenario) -> Result<()> {
 /// Runs `scenario` once with `plan`; returns what happened.
 pub fn run(scenario: &Scenario, plan: &FaultPlan, opts: &RunOptions) -> Result<RunReport> {
     check_programs(scenario)?;
-    super::interrupt::install()?;
+    crate::interrupt::install()?;
     nodes::become_subreaper();
     let base = opts.base_dir.clone().unwrap_or_else(std::env::temp_dir);
     std::fs::create_dir_all(&base).with_context(|| format!("run directory {}", base.display()))?;
@@ -381,9 +381,11 @@ fn run_in(scenario: &Scenario, plan: &FaultPlan, workdir: &Path, opts: &RunOptio
         }
         other => other,
     };
-    run.teardown();
+    // the report outlives the run; the run's teardown is its Drop, also on a panic
+    let report = run.report.clone();
+    drop(run);
     outcome?;
-    Ok(run.report)
+    Ok(report)
 }
 
 impl Run<'_> {
@@ -448,7 +450,7 @@ impl Run<'_> {
         let log = self.workdir.join(format!("{}.ready.log", node.name));
         let give_up = Instant::now() + Duration::from_secs(self.scenario.run_timeout_s.min(60));
         while Instant::now() < give_up {
-            if super::interrupt::requested() {
+            if crate::interrupt::requested() {
                 bail!("interrupted");
             }
             if let Some(status) = self.procs[i]
@@ -624,13 +626,13 @@ impl Run<'_> {
         })?;
         self.started = Instant::now();
         loop {
-            if super::interrupt::requested() {
+            if crate::interrupt::requested() {
                 nodes::kill_group(workload.id());
                 let _ = workload.wait();
                 bail!("interrupted");
             }
             let events = match self.injector.poll(Duration::from_millis(10)) {
-                Err(e) if super::interrupt::requested() => bail!("interrupted ({e})"),
+                Err(e) if crate::interrupt::requested() => bail!("interrupted ({e})"),
                 other => other?,
             };
             self.handle_probe_events(events);
@@ -684,12 +686,17 @@ impl Run<'_> {
         )?;
         Ok(())
     }
+}
 
-    fn teardown(&mut self) {
+/// Tears the run down: paused nodes resumed, every node process group killed and reaped,
+/// leftovers swept, the seccomp supervisors stopped — then the fields drop (the tracing
+/// session, the injector's links and hooks, the netbed last).
+impl Drop for Run<'_> {
+    fn drop(&mut self) {
         self.resume_due(true);
-        for p in &mut self.procs {
+        for p in self.procs.drain(..) {
             nodes::kill_group(p.pid);
-            if let Some(mut c) = p.child.take() {
+            if let Some(mut c) = p.child {
                 let _ = c.kill();
                 let _ = c.wait();
             }

@@ -138,7 +138,7 @@ fn lock_host_network() -> Result<File> {
         if let Some(lock) = try_lock(&path)? {
             return Ok(lock);
         }
-        if super::interrupt::requested() {
+        if crate::interrupt::requested() {
             bail!("interrupted while waiting for {path}");
         }
         if !said {

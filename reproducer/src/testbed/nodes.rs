@@ -200,7 +200,7 @@ pub fn run_until_as(
         if let Some(status) = child.try_wait()? {
             return Ok(Some(status));
         }
-        if Instant::now() >= deadline || super::interrupt::requested() {
+        if Instant::now() >= deadline || crate::interrupt::requested() {
             kill_group(child.id());
             let _ = child.wait();
             return Ok(None);

@@ -7,6 +7,17 @@ use std::path::Path;
 
 use anyhow::{anyhow, bail, Context, Result};
 
+use crate::model::scenario::Scenario;
+
+/// The pre-flight of every command that runs the scenario: each account it names exists
+/// here (one line naming where the missing one is written).
+pub fn check_accounts(scenario: &Scenario) -> Result<()> {
+    for (place, user) in &scenario.accounts {
+        RunAs::lookup(user).map_err(|e| anyhow!("{place}: {e}"))?;
+    }
+    Ok(())
+}
+
 /// An account to run as, resolved before any fork.
 #[derive(Clone, Debug)]
 pub struct RunAs {
@@ -109,6 +120,21 @@ mod tests {
         assert_eq!(nobody.uid, 65534);
         let e = RunAs::lookup("no-such-user-here").unwrap_err().to_string();
         assert!(e.contains("no user 'no-such-user-here'"), "{e}");
+    }
+
+    #[test]
+    fn the_pre_flight_names_where_an_unknown_account_is_written() {
+        let text =
+            "name = \"s\"\n[[nodes]]\nname = \"a\"\ncommand = [\"true\"]\nuser = \"no-such-user-here\"\n\
+                    [workload]\ncommand = [\"true\"]\n[oracle]\ncommand = [\"true\"]\n";
+        let sc = Scenario::parse(text, "s.toml").unwrap();
+        let e = check_accounts(&sc).unwrap_err().to_string();
+        assert!(
+            e.starts_with("scenario s.toml, line 5: node 1 field user: no user 'no-such-user-here'"),
+            "{e}"
+        );
+        check_accounts(&Scenario::parse(&text.replace("no-such-user-here", "nobody"), "s.toml").unwrap())
+            .unwrap();
     }
 
     #[test]

@@ -23,7 +23,7 @@ pub fn run_setup(scenario: &Scenario, workdir: &Path, vars: &Placeholders) -> Re
         let deadline = Instant::now() + Duration::from_secs(step.timeout_s);
         let status = nodes::run_until_as(&argv, None, workdir, &log, deadline, user.as_ref())?;
         match status {
-            _ if super::interrupt::requested() => bail!("interrupted"),
+            _ if crate::interrupt::requested() => bail!("interrupted"),
             None => bail!(
                 "{what} did not finish within {} s (timeout_s); its log ends: {}",
                 step.timeout_s,

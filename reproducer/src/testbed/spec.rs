@@ -143,7 +143,7 @@ impl RunSpec {
 /// its run directory under `dir`. Ctrl-C reaches the child from the terminal; a SIGTERM to
 /// this process is passed on. What the child said on stderr besides its error is shown.
 pub fn run_in_child(spec: &Path, dir: &Path) -> Result<RunReport> {
-    super::interrupt::install()?;
+    crate::interrupt::install()?;
     let exe = std::env::current_exe().context("this program's path")?;
     let mut stdout = tempfile::tempfile().context("a file for the run's report")?;
     let mut stderr = tempfile::tempfile().context("a file for the run's messages")?;
@@ -163,7 +163,7 @@ pub fn run_in_child(spec: &Path, dir: &Path) -> Result<RunReport> {
         if let Some(status) = child.try_wait()? {
             break status;
         }
-        if super::interrupt::requested() && !passed_on {
+        if crate::interrupt::requested() && !passed_on {
             // SAFETY: kill(2) of our own child; it tears its run down and exits
             unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
             passed_on = true;

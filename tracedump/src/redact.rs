@@ -7,9 +7,20 @@ use std::collections::HashMap;
 use regex::Regex;
 use serde::{Deserialize, Serialize};
 
-use crate::config::ConfigError;
-use crate::procs::ProcInfo;
+use crate::process::ProcInfo;
 use crate::record::{BlobRef, Payload, Record};
+
+/// A rule whose pattern does not compile: one line naming where and what.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BadRule(pub String);
+
+impl std::fmt::Display for BadRule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for BadRule {}
 
 /// One rule: every match of `pattern` (Rust regex syntax) is replaced by `replacement`
 /// (`$1`, `${name}` refer to groups).
@@ -37,11 +48,11 @@ pub struct Redactor {
 }
 
 impl Redactor {
-    pub fn new(rules: &[RedactRule], origin: &str) -> Result<Redactor, ConfigError> {
+    pub fn new(rules: &[RedactRule], origin: &str) -> Result<Redactor, BadRule> {
         let mut out = Vec::new();
         for (i, r) in rules.iter().enumerate() {
             let re = Regex::new(&r.pattern).map_err(|e| {
-                ConfigError(format!(
+                BadRule(format!(
                     "config {origin}: redact[{i}] pattern '{}': {}",
                     r.pattern,
                     e.to_string().replace('\n', " ")

@@ -1,0 +1,310 @@
+//! The commands that run the scenario on the test bed (`run`, `replay`, `reproduce`,
+//! `profile`, `run-attempt`): root, the accounts the scenario names, then one function each.
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Result};
+
+use reproducer::analysis::diagnose::{self, diagnose, BaselineRates};
+use reproducer::analysis::profile;
+use reproducer::analysis::timeline::Timeline;
+use reproducer::model::plan::FaultPlan;
+use reproducer::model::scenario::Scenario;
+use reproducer::model::schedule::Schedule;
+use reproducer::report;
+use reproducer::search::{Outcome, Search, SearchConfig};
+use reproducer::testbed::executor::{run, RunOptions, RunReport};
+use reproducer::testbed::netbed;
+use reproducer::testbed::runas::check_accounts;
+use reproducer::testbed::runner::TestbedRunner;
+use reproducer::testbed::spec::RunSpec;
+
+use crate::{note_missing_contexts, Command};
+
+pub(crate) fn main(command: Command) -> Result<bool> {
+    if !nix::unistd::geteuid().is_root() {
+        bail!("reproducer must run as root (it loads BPF programs and creates network namespaces)");
+    }
+    match command {
+        Command::Run {
+            scenario,
+            schedule,
+            keep,
+        } => run_cmd(&scenario, schedule.as_deref(), keep),
+        Command::Replay {
+            scenario,
+            schedule,
+            runs,
+            target_rate,
+            keep,
+        } => replay_cmd(&scenario, &schedule, runs, target_rate, keep),
+        Command::RunAttempt { spec, dir } => {
+            let report = RunSpec::load(&spec)?.run(&spec, &dir)?;
+            println!("{}", serde_json::to_string(&report)?);
+            Ok(true)
+        }
+        Command::Reproduce {
+            scenario,
+            traces,
+            profile,
+            target_rate,
+            max_runs,
+            out,
+            keep_bytes,
+            jobs,
+        } => reproduce_cmd(ReproduceArgs {
+            scenario,
+            traces,
+            profile,
+            target_rate,
+            max_runs,
+            out,
+            keep_bytes,
+            jobs,
+        }),
+        Command::Profile {
+            scenario,
+            runs,
+            functions_from,
+            infrequent_below,
+            out,
+            jobs,
+        } => profile_cmd(
+            &scenario,
+            &out,
+            jobs,
+            profile::ProfileOptions {
+                runs,
+                function_patterns: functions_from,
+                infrequent_below_per_s: infrequent_below,
+            },
+        ),
+        Command::Diagnose { .. } => unreachable!("main_inner runs diagnose itself"),
+    }
+}
+
+/// The scenario, checked for what a run needs beyond its text: the accounts it names.
+fn load_scenario(path: &Path) -> Result<Scenario> {
+    let sc = Scenario::load(path)?;
+    check_accounts(&sc)?;
+    Ok(sc)
+}
+
+fn load(scenario: &Path, schedule: Option<&Path>) -> Result<(Scenario, FaultPlan)> {
+    let sc = load_scenario(scenario)?;
+    let plan = match schedule {
+        Some(path) => {
+            let (schedule, origin) = Schedule::load(path)?;
+            let plan = FaultPlan::new(&schedule, &sc, &origin)?;
+            plan.check_functions(&sc, &origin)?;
+            plan
+        }
+        None => FaultPlan::default(),
+    };
+    Ok((sc, plan))
+}
+
+fn print_report(r: &RunReport) {
+    match &r.not_started {
+        Some(why) => println!("bug: no — {why}"),
+        None => println!("bug: {}", if r.bug { "yes (the oracle fired)" } else { "no" }),
+    }
+    if r.timed_out {
+        println!("the workload hit run_timeout_s and was stopped");
+    }
+    println!("faults fired: {}/{}", r.fired.len(), r.faults);
+    for f in &r.fired {
+        println!(
+            "  fault {} {} on {} at +{} ms, pid {} tid {} {}",
+            f.fault, f.kind, f.node, f.at_ms, f.pid, f.tid, f.detail
+        );
+        if let Some(&n) = r.failed_after.get(f.fault - 1).filter(|&&n| n > 0) {
+            println!("  fault {} then failed {n} more matching call(s)", f.fault);
+        }
+    }
+    if r.kept {
+        println!("run directory: {}", r.workdir.display());
+        if let Some(t) = &r.trace {
+            println!("trace: {}", t.display());
+        }
+    }
+}
+
+fn run_cmd(scenario: &Path, schedule: Option<&Path>, keep: bool) -> Result<bool> {
+    let (sc, faults) = load(scenario, schedule)?;
+    let r = run(
+        &sc,
+        &faults,
+        &RunOptions {
+            keep,
+            ..Default::default()
+        },
+    )?;
+    print_report(&r);
+    Ok(true)
+}
+
+fn replay_cmd(scenario: &Path, schedule: &Path, runs: u32, target_rate: f64, keep: bool) -> Result<bool> {
+    if runs == 0 || !(0.0..=1.0).contains(&target_rate) {
+        bail!("--runs must be positive and --target-rate between 0 and 1");
+    }
+    let (sc, faults) = load(scenario, Some(schedule))?;
+    let mut bugs = 0;
+    for i in 1..=runs {
+        let r = run(
+            &sc,
+            &faults,
+            &RunOptions {
+                keep,
+                ..Default::default()
+            },
+        )?;
+        bugs += r.bug as u32;
+        let bug = match &r.not_started {
+            Some(why) => format!("no — {why}"),
+            None => (if r.bug { "yes" } else { "no" }).to_string(),
+        };
+        println!(
+            "run {i}/{runs}: bug {bug}, faults fired {}/{}{}",
+            r.fired.len(),
+            r.faults,
+            if keep {
+                format!(", kept in {}", r.workdir.display())
+            } else {
+                String::new()
+            }
+        );
+    }
+    println!("replay rate: {bugs}/{runs}");
+    Ok(bugs as f64 / runs as f64 >= target_rate)
+}
+
+fn profile_cmd(
+    scenario: &Path,
+    out: &Path,
+    jobs: Option<usize>,
+    opts: profile::ProfileOptions,
+) -> Result<bool> {
+    let sc = load_scenario(scenario)?;
+    let jobs = jobs_for(&sc, jobs)?;
+    let scenario_file = std::fs::canonicalize(scenario).unwrap_or_else(|_| scenario.to_path_buf());
+    profile::check_output(out)?;
+    let (p, candidates) = reproducer::testbed::profiling::profile(&sc, &scenario_file, &opts, jobs)?;
+    let list = profile::write(&p, out)?;
+    println!("{}", profile::summary(&p, candidates));
+    println!("profile: {}", out.display());
+    println!("infrequent functions: {}", list.display());
+    Ok(true)
+}
+
+struct ReproduceArgs {
+    scenario: PathBuf,
+    traces: Vec<PathBuf>,
+    profile: Option<PathBuf>,
+    target_rate: f64,
+    max_runs: u32,
+    out: PathBuf,
+    keep_bytes: u64,
+    jobs: Option<usize>,
+}
+
+/// `--jobs`, or half the cores (at least 1); 1 when the scenario's runs cannot go side by
+/// side (a node on the host network), which is said.
+fn jobs_for(sc: &Scenario, asked: Option<usize>) -> Result<usize> {
+    if asked == Some(0) {
+        bail!("--jobs must be at least 1");
+    }
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let jobs = asked.unwrap_or((cores / 2).max(1));
+    if jobs > 1 && !netbed::runs_side_by_side(sc) {
+        eprintln!(
+            "reproducer: scenario {} has a node without an address (on the host network, its ports shared with other runs): its runs go one at a time, not {jobs} side by side",
+            sc.name
+        );
+        return Ok(1);
+    }
+    Ok(jobs)
+}
+
+fn reproduce_cmd(a: ReproduceArgs) -> Result<bool> {
+    if !(0.0..=1.0).contains(&a.target_rate) || a.target_rate == 0.0 || a.max_runs == 0 {
+        bail!("--target-rate must be in (0, 1] and --max-runs positive");
+    }
+    let sc = load_scenario(&a.scenario)?;
+    let jobs = jobs_for(&sc, a.jobs)?;
+    let timeline = Timeline::load(&a.traces, Some(&sc))?;
+    let baseline = a
+        .profile
+        .as_deref()
+        .map(|p| BaselineRates::load(p, Some(&sc)))
+        .transpose()?;
+    let mut d = diagnose(&timeline, Some(&sc), baseline.as_ref());
+    note_missing_contexts(&mut d, &timeline, &sc, a.profile.as_deref())?;
+    eprint!("{}", diagnose::render(&d, Some(&sc)));
+    std::fs::create_dir_all(&a.out).map_err(|e| anyhow::anyhow!("--out {}: {e}", a.out.display()))?;
+    write_shared(&a.out.join("diagnosis.json"), &serde_json::to_vec_pretty(&d)?)?;
+    let cfg = SearchConfig {
+        target_rate: a.target_rate,
+        max_runs: a.max_runs,
+        out: a.out.clone(),
+        keep_bytes: a.keep_bytes,
+        jobs,
+    };
+    // the runs' specs name the scenario file; a relative name would not survive a job
+    // runner's other working directory
+    let scenario_file = std::fs::canonicalize(&a.scenario).unwrap_or_else(|_| a.scenario.clone());
+    let runner = TestbedRunner::new(&sc, &scenario_file, &timeline.functions);
+    let result = Search::new(&sc, &d, cfg, &runner)?.run()?;
+    if let Some(text) = report::schedule_text(&sc, &result) {
+        write_shared(&a.out.join("schedule.toml"), text.as_bytes())?;
+    }
+    write_shared(
+        &a.out.join("report.md"),
+        report::render(&sc, &timeline, &d, &result, &a.out).as_bytes(),
+    )?;
+    write_shared(
+        &a.out.join("result.json"),
+        &serde_json::to_vec_pretty(&report::summary(&d, &result))?,
+    )?;
+    let rate = result
+        .rate()
+        .map(|c| c.summary())
+        .unwrap_or_else(|| "never".into());
+    match &result.outcome {
+        Outcome::Reproduced => println!(
+            "reproduced: {rate} in an independent replay, at level {}, {} schedules, {} runs (+{} replay runs), {:.0} s{}",
+            result.level,
+            result.schedules_tried,
+            result.runs,
+            result.replay.map(|r| r.runs).unwrap_or(0),
+            result.seconds,
+            side_by_side(&result)
+        ),
+        Outcome::Missed(why) => println!("not reproduced at the target: {why}"),
+    }
+    println!(
+        "schedule: {}\nreport: {}",
+        a.out.join("schedule.toml").display(),
+        a.out.join("report.md").display()
+    );
+    if result.interrupted {
+        bail!(
+            "interrupted: what the search found so far is in {}",
+            a.out.display()
+        );
+    }
+    Ok(matches!(result.outcome, Outcome::Reproduced))
+}
+
+/// ", --jobs N (K surplus runs)" when runs went side by side.
+fn side_by_side(r: &reproducer::search::SearchResult) -> String {
+    if r.jobs > 1 {
+        format!(", --jobs {} ({} surplus runs)", r.jobs, r.surplus_runs)
+    } else {
+        String::new()
+    }
+}
+
+/// Results are meant to be read and shared: mode 0644.
+fn write_shared(path: &Path, bytes: &[u8]) -> Result<()> {
+    tracedump::atomic::write_bytes(path, tracedump::atomic::SHARED, bytes)
+}
