@@ -1,4 +1,4 @@
-//! The dump file: its format (version 1, documented in README.md "Dump format"), the one
+//! The dump file: its format (version 1, documented in docs/dump-format.md), the one
 //! writer (through the atomic writer, mode 0600) and the one reader, which also resolves
 //! raw records into typed [`Event`]s.
 //!

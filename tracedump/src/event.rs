@@ -224,7 +224,7 @@ impl Event {
     }
 }
 
-/// The JSON view of an event: the schema of `tracerd inspect --json` (README). Every key is
+/// The JSON view of an event: the schema of `tracerd inspect --json` (docs/dump-format.md). Every key is
 /// present; values that do not apply or are unknown are null.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct EventJson {

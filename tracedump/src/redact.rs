@@ -151,7 +151,7 @@ pub fn redact_paths<'a>(
     MovedBlobs(seen)
 }
 
-/// Where `value` would be in a blob window: README "Dump format", blob reference.
+/// Where `value` would be in a blob window: docs/dump-format.md, blob reference.
 fn blob_span(r: BlobRef, base: u64, len: usize) -> Option<std::ops::Range<usize>> {
     let offset = (r.raw() >> 16).checked_sub(1)?;
     let start = usize::try_from(offset.checked_sub(base)?).ok()?;

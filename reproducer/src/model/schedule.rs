@@ -1,4 +1,4 @@
-//! The fault schedule: the TOML file users write (format in README "Schedule file"), read
+//! The fault schedule: the TOML file users write (format in docs/reproducer.md "Schedule file"), read
 //! into typed faults — each one a node, a context (when and where) and an action (what) —
 //! and written back from them. Parsing checks what a fault alone can tell (fields that
 //! belong to its kind); names that need the scenario are checked when a [`FaultPlan`] is
