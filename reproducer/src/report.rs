@@ -25,7 +25,8 @@ pub struct Summary {
     pub reproduced: bool,
     pub why_stopped: Option<String>,
     pub faults: String,
-    pub level: u8,
+    /// the level of the schedule found (1–3); none when nothing reproduced the bug
+    pub level: Option<u8>,
     /// the result: runs with the bug of the independent replay of the accepted schedule
     /// (of the search's own test when nothing was accepted)
     pub bugs: u32,
@@ -103,7 +104,10 @@ pub fn summary(d: &Diagnosis, r: &SearchResult) -> Summary {
             Outcome::Reproduced => None,
         },
         faults: r.schedule.as_ref().map(faults_notation).unwrap_or_default(),
-        level: r.level,
+        level: match (&r.outcome, &r.schedule) {
+            (Outcome::Reproduced, Some(s)) => Some(crate::search::level_of(s)),
+            _ => None,
+        },
         bugs: c.map(|c| c.bugs).unwrap_or(0),
         confirm_runs: c.map(|c| c.runs).unwrap_or(0),
         rate_low: c.map(|c| c.low).unwrap_or(0.0),
@@ -229,7 +233,11 @@ pub(crate) fn timeline_section(out: &mut String, t: &Timeline, d: &Diagnosis, sc
     );
     let _ = writeln!(
         out,
-        "Every event the diagnosis used (faults, symptoms, network gaps, failures it did not find benign, context functions) and the last {TIMELINE_EVENTS} lines of the others, up to the first symptom and the 2 s after it; runs of alike events are folded into one line (×N). Times are relative to the first symptom.\n"
+        "Every event the diagnosis used (faults, symptoms, network gaps, failures it did not find benign, context functions) and the last {TIMELINE_EVENTS} lines of the others, up to the first symptom and the 2 s after it; runs of alike events are folded into one line (×N). Times are relative to {}.\n",
+        match d.symptoms.is_empty() {
+            true => "the dump (the diagnosis found no symptom)",
+            false => "the first symptom",
+        }
     );
     let _ = writeln!(out, "```");
     // with dumps of several hosts, each line says whose dump it is in: "replica@db2"
@@ -532,11 +540,12 @@ mod tests {
         assert!(s.reproduced && s.why_stopped.is_none());
         assert_eq!(
             (s.level, s.bugs, s.confirm_runs, s.runs, s.schedules),
-            (2, 7, 7, 12, 3)
+            (Some(2), 7, 7, 12, 3)
         );
         assert_eq!((s.failures_removed, s.failures_total), (1, 2));
         let s = summary(&diagnosis(), &result(Outcome::Missed("budget".into())));
         assert_eq!((s.reproduced, s.why_stopped.as_deref()), (false, Some("budget")));
+        assert_eq!(s.level, None, "no level without a schedule that reproduced");
     }
 
     #[test]
@@ -713,5 +722,16 @@ mod tests {
         let futex_lines = out.lines().filter(|l| l.contains("futex")).count();
         assert_eq!(futex_lines, 1, "the noise folds into one line: {out}");
         assert!(out.contains("(×80 over 4.0 s)"), "{out}");
+        assert!(out.contains("Times are relative to the first symptom."), "{out}");
+        let no_symptom = Diagnosis {
+            symptoms: Vec::new(),
+            ..d
+        };
+        let mut out = String::new();
+        timeline_section(&mut out, &t, &no_symptom, &scenario);
+        assert!(
+            out.contains("Times are relative to the dump (the diagnosis found no symptom)."),
+            "{out}"
+        );
     }
 }

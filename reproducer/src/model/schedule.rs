@@ -182,8 +182,9 @@ struct Entry {
     errno: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     path: Option<String>,
-    #[serde(default = "one")]
-    nth: u32,
+    /// syscall faults only; written only for them (a crash or pause has no Nth call)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    nth: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     short: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -200,10 +201,6 @@ struct Entry {
     peers: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     direction: Option<Direction>,
-}
-
-fn one() -> u32 {
-    1
 }
 
 #[derive(Deserialize, Serialize)]
@@ -227,7 +224,7 @@ impl Entry {
             }
             Ok(())
         };
-        if self.nth == 0 {
+        if self.nth == Some(0) {
             bail!("{}: nth counts from 1", at("nth"));
         }
         if self.offset.is_some() && self.after_functions.is_empty() {
@@ -240,7 +237,7 @@ impl Entry {
             ("syscall", self.syscall.is_some()),
             ("errno", self.errno.is_some()),
             ("path", self.path.is_some()),
-            ("nth", self.nth != 1),
+            ("nth", self.nth.is_some_and(|n| n != 1)),
             ("short", self.short.is_some()),
             ("until", self.until.is_some()),
         ];
@@ -289,7 +286,7 @@ impl Entry {
                     syscall,
                     errno,
                     path: self.path.clone(),
-                    nth: self.nth,
+                    nth: self.nth.unwrap_or(1),
                     short: self.short,
                     until,
                 }
@@ -359,7 +356,7 @@ impl Entry {
             syscall: None,
             errno: None,
             path: None,
-            nth: 1,
+            nth: None,
             short: None,
             until: None,
             after_functions: f.context.after_functions.clone(),
@@ -381,7 +378,7 @@ impl Entry {
                 e.syscall = Some(syscall.clone());
                 e.errno = errno.clone();
                 e.path = path.clone();
-                e.nth = *nth;
+                e.nth = Some(*nth);
                 e.short = *short;
                 e.until = until.map(Until::text);
             }
@@ -527,7 +524,7 @@ direction = "out"
             "{text}"
         );
         assert!(
-            text.contains("kind = \"crash\"\nnth = 1\nafter_functions = [\"a\", \"b\"]\noffset = 12\n"),
+            text.contains("kind = \"crash\"\nafter_functions = [\"a\", \"b\"]\noffset = 12\n"),
             "{text}"
         );
     }

@@ -542,7 +542,9 @@ impl Run<'_> {
         }
     }
 
-    /// Injects the current fault from here when it has no context and its node is up.
+    /// Injects the current process or network fault from here when it has no context and its
+    /// node is up; called from the loop that starts once every node is ready and the workload
+    /// runs (docs/reproducer.md says so).
     fn fire_contextless(&mut self) -> Result<()> {
         let (index, _) = self.injector.state()?;
         let Some(f) = self.plan.faults.get(index) else {
