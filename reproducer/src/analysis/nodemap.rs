@@ -22,6 +22,27 @@ pub struct NodeMap {
     redacted_match: Vec<Option<String>>,
     /// processes that ran a program several nodes run, with no `match` to tell them apart
     pub ambiguous: Vec<(u32, String)>,
+    /// per node: the names its program goes by (`program_names`)
+    programs: Vec<Vec<String>>,
+}
+
+/// The names a node's program goes by: its command's file name and, when the command is a
+/// symlink on this host, the file name it resolves to — a process's exe is the target
+/// (Debian's `/usr/bin/redis-server` is a link to `redis-check-rdb`).
+pub fn program_names(node: &Node) -> Vec<String> {
+    let command = node.command[0].as_str();
+    let mut names = vec![file_name(command).to_string()];
+    let target = std::fs::canonicalize(crate::model::resolve_binary(command)).ok();
+    if let Some(t) = target
+        .as_deref()
+        .and_then(|t| t.file_name())
+        .and_then(|n| n.to_str())
+    {
+        if !names.iter().any(|n| n == t) {
+            names.push(t.to_string());
+        }
+    }
+    names
 }
 
 fn file_name(s: &str) -> &str {
@@ -29,7 +50,7 @@ fn file_name(s: &str) -> &str {
 }
 
 /// The program a process ran: its exe, else the first word of its command line, else comm.
-fn program_of(p: &ProcInfo) -> String {
+pub(crate) fn program_of(p: &ProcInfo) -> String {
     let exe = p.exe.as_deref().map(|e| e.trim_end_matches(" (deleted)"));
     let first = p.cmdline.as_ref().and_then(|c| c.first()).map(String::as_str);
     file_name(exe.or(first).unwrap_or(&p.comm)).to_string()
@@ -63,6 +84,7 @@ impl NodeMap {
             .iter()
             .map(|n| n.match_.as_deref().and_then(|m| redactor.apply(m)))
             .collect();
+        map.programs = scenario.nodes.iter().map(program_names).collect();
         map.by_pid.extend(launched.iter().map(|&(n, pid)| (pid, n)));
         let by_pid: HashMap<u32, &ProcInfo> = processes.iter().map(|p| (p.pid, p)).collect();
         for p in processes {
@@ -110,9 +132,7 @@ impl NodeMap {
         }
         let program = program_of(p);
         let same: Vec<usize> = (0..scenario.nodes.len())
-            .filter(|&i| {
-                scenario.nodes[i].match_.is_none() && file_name(&scenario.nodes[i].command[0]) == program
-            })
+            .filter(|&i| scenario.nodes[i].match_.is_none() && self.programs[i].contains(&program))
             .collect();
         match same.as_slice() {
             [one] => Some(*one),
@@ -285,6 +305,26 @@ command = ["true"]
         );
         let m = NodeMap::build(&s, &procs, &[(0, 13)]);
         assert_eq!(m.node(13), Some(0), "launched pids win");
+    }
+
+    #[test]
+    fn a_node_whose_command_is_a_symlink_maps_the_processes_of_its_target() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("redis-check-rdb");
+        std::fs::write(&target, b"").unwrap();
+        let link = dir.path().join("redis-server");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        let text = SCENARIO.replace("/usr/bin/redis-server", &link.display().to_string());
+        let s = Scenario::parse(&text, "t").unwrap();
+        assert_eq!(program_names(&s.nodes[2]), ["redis-server", "redis-check-rdb"]);
+        // production's path differs; its exe is the link's target, as the kernel reports it
+        let procs = vec![proc(
+            12,
+            1,
+            "/usr/bin/redis-check-rdb",
+            "/usr/bin/redis-server *:6379",
+        )];
+        assert_eq!(NodeMap::build(&s, &procs, &[]).node(12), Some(2));
     }
 
     #[test]

@@ -95,7 +95,7 @@ impl Timeline {
                     .processes
                     .iter()
                     .take(6)
-                    .map(|p| format!("{} ({})", p.pid, p.comm))
+                    .map(|p| format!("{} ({})", p.pid, super::nodemap::program_of(p)))
                     .collect();
                 let ambiguous = if map.ambiguous.is_empty() {
                     String::new()
@@ -103,12 +103,12 @@ impl Timeline {
                     "; several nodes run the same program: give each a `match`".to_string()
                 };
                 bail!(
-                    "dump {}: none of its {} processes is a node of scenario {} (processes: {}; nodes run: {}){ambiguous}",
+                    "dump {}: none of its {} processes is a node of scenario {} (programs compared: processes {}; nodes {}){ambiguous}",
                     path.display(),
                     meta.processes.len(),
                     s.name,
                     if seen.is_empty() { "none".into() } else { seen.join(", ") },
-                    s.nodes.iter().map(|n| n.command[0].as_str()).collect::<Vec<_>>().join(", ")
+                    s.nodes.iter().map(|n| super::nodemap::program_names(n).join(" or ")).collect::<Vec<_>>().join(", ")
                 );
             }
         }
