@@ -492,7 +492,7 @@ fn meta(events: usize) -> Result<DumpMeta> {
             monotonic_ns: DUMP_BOOT_NS,
             realtime_ns: DUMP_REAL_NS,
         },
-        config: serde_json::to_value(tracerd::config::Config::default())?,
+        config: serde_json::json!({ "redact": tracedump::redact::default_rules() }),
         functions: FUNCTIONS
             .iter()
             .map(|f| tracedump::dump::FunctionSpec {
@@ -584,6 +584,7 @@ fn profile_of(sigs: &[Signature]) -> Profile {
         unmapped_events: 0,
         unmapped_syscalls: 0,
         functions_not_attached: Vec::new(),
+        functions_detached: Vec::new(),
         programs: BTreeMap::new(),
     }
 }

@@ -132,6 +132,9 @@ pub struct DumpMeta {
     /// `functions` indexes whose uprobe could not be attached (never counted)
     #[serde(default)]
     pub unattached_functions: Vec<usize>,
+    /// `functions` indexes detached at `detach_functions_after_calls`: counted up to then
+    #[serde(default)]
+    pub detached_functions: Vec<usize>,
     /// calls per (process, syscall) since tracing started; empty unless `count_syscalls`
     #[serde(default)]
     pub syscall_counts: Vec<SyscallCount>,

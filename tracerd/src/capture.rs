@@ -210,6 +210,7 @@ pub fn take_dump_with(
         event_count: (rec.ring.len() + ongoing.len()) as u64,
         function_calls: engine.function_calls()?,
         unattached_functions: engine.unattached_functions().to_vec(),
+        detached_functions: engine.detached_functions().to_vec(),
         syscall_counts: engine.syscall_counts()?,
         trigger,
     };

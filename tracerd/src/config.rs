@@ -59,6 +59,10 @@ pub struct Config {
     /// Record a function event per uprobe hit. Off: calls are only counted (the dump's
     /// `function_calls`), so a frequently called function cannot flood the window.
     pub function_events: bool,
+    /// With `function_events` off: a function's uprobe is detached once it has been called
+    /// this often (its count stays; the dump lists it in `detached_functions`), so that hot
+    /// functions stop costing a trap per call; 0 = never. For profiles.
+    pub detach_functions_after_calls: u64,
     /// Prometheus textfile (node_exporter textfile collector) rewritten every
     /// `metrics_interval_ms`; None = no metrics.
     pub metrics_textfile: Option<PathBuf>,
@@ -104,6 +108,7 @@ impl Default for Config {
             syscall_hook: SyscallHook::Auto,
             syscall_count_entries: 16384,
             function_events: true,
+            detach_functions_after_calls: 0,
             metrics_textfile: None,
             metrics_interval_ms: 15_000,
             redact: tracedump::redact::default_rules(),
@@ -181,6 +186,13 @@ impl Config {
         }
         if self.blob_bytes < 4096 || self.blob_bytes > 1 << 30 {
             return bad("blob_bytes", "must be between 4096 and 1073741824");
+        }
+        if self.detach_functions_after_calls > 0 && self.function_events {
+            // a detached function's later calls would be missing from the window unsaid
+            return bad(
+                "detach_functions_after_calls",
+                "needs function_events = false (calls only counted)",
+            );
         }
         if self.gap_ms == 0 || self.pause_ms == 0 {
             return bad("gap_ms/pause_ms", "must be positive");
@@ -324,6 +336,16 @@ mod tests {
         assert!(!c.count_syscalls && c.function_events);
         let c = Config::parse("count_syscalls = true\nfunction_events = false\n", "t").unwrap();
         assert!(c.count_syscalls && !c.function_events);
+        let e = Config::parse("detach_functions_after_calls = 100\n", "t").unwrap_err();
+        assert!(
+            e.0.contains("detach_functions_after_calls needs function_events = false"),
+            "{e}"
+        );
+        Config::parse(
+            "detach_functions_after_calls = 100\nfunction_events = false\n",
+            "t",
+        )
+        .unwrap();
         let e = Config::parse("tolerate_unattachable_functions = true\n", "t")
             .unwrap_err()
             .to_string();

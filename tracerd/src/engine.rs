@@ -1,29 +1,23 @@
 //! The tracing engine: loads and attaches the BPF programs, fills their configuration
 //! maps, owns every link, and drives the ring-buffer consumer. The daemon and the
-//! reproducer's test runs both trace through this one type.
-//!
-//! Function uprobes are attached with one uprobe-multi link per binary (one fd, one
-//! symbol-table pass, and a detach that does not wait once per function) on kernels that
-//! have them (probed before loading, see `kernel`), else one link per function. A multi link
-//! the kernel refuses is split in halves until the parts are accepted; names that do not
-//! resolve to one offset, and single functions no multi link took, get a link of their
-//! own. The calls of every function are counted in the kernel either way.
+//! reproducer's test runs both trace through this one type. Function uprobes and their
+//! links are `uprobes`'.
 //!
 //! Failed syscalls are caught by fexit programs on the entry points of
 //! bpf/fexit_syscalls.h where the kernel loads them (chosen before loading), so syscalls of
 //! other processes, and other syscalls, pay nothing; else by the sys_exit tracepoint.
-use std::collections::{BTreeMap, HashMap};
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::mem::MaybeUninit;
 use std::ops::ControlFlow;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
-use libbpf_rs::{Link, MapCore, MapFlags, OpenObject, RingBufferBuilder, UprobeMultiOpts, UprobeOpts};
+use libbpf_rs::{MapCore, MapFlags, OpenObject, RingBufferBuilder};
 
 use tracedump::abi::{c_bytes, read_struct};
 pub use tracedump::dump::{KernelCounters, OpenFile, SyscallCount};
-use tracedump::elf;
 use tracedump::process::ProcInfo;
 use tracedump::syscalls::{syscall_arg_table, syscall_name};
 
@@ -37,16 +31,13 @@ use crate::mapdump::for_each_entry;
 use crate::procs::{exe_key, scan_targets};
 use crate::recorder::Recorder;
 use crate::skel::OwnedSkel;
+use crate::uprobes::{HitPrograms, Uprobes};
 
 pub struct Engine {
     skel: OwnedSkel<TracerSkel<'static>>,
-    uprobe_links: Vec<Link>,
-    functions: Vec<FunctionSpec>,
-    /// the kernel has uprobe-multi links (probed once, before loading)
-    uprobe_multi: bool,
-    uprobe_attach_failed: u64,
-    /// function ids whose uprobe could not be attached (tolerate_unattachable_functions)
-    unattached: Vec<usize>,
+    /// in a cell: the poll loop detaches functions past the call limit while it borrows
+    /// the ring buffer's map
+    uprobes: RefCell<Uprobes>,
     initial_processes: Vec<ProcInfo>,
     /// how often the watched connections' receive counters are read (see `look_at_connections`)
     look_every: Duration,
@@ -114,19 +105,19 @@ impl Engine {
         for p in &initial_processes {
             register_target(&skel, p.pid)?;
         }
-        let mut engine = Engine {
+        let uprobes = Uprobes::new(functions, uprobe_multi, config.detach_functions_after_calls);
+        let engine = Engine {
             skel,
-            uprobe_links: Vec::new(),
-            functions,
-            uprobe_multi,
-            uprobe_attach_failed: 0,
-            unattached: Vec::new(),
+            uprobes: RefCell::new(uprobes),
             initial_processes,
             look_every: look_period(config.gap_ms),
             syscall_hook,
         };
         engine.look_at_connections()?;
-        engine.attach_uprobes(config.tolerate_unattachable_functions)?;
+        engine
+            .uprobes
+            .borrow_mut()
+            .attach_all(&engine.hit_programs(), config.tolerate_unattachable_functions)?;
         log::info!("{}", kernel::summary());
         log::info!("failed syscalls caught by {}", engine.syscall_hook);
         Ok(engine)
@@ -178,148 +169,49 @@ impl Engine {
         Ok(open)
     }
 
-    /// Attaches every function: one multi link per binary, else (or when that fails) one
-    /// link per function. A function that cannot be attached is an error, or with
-    /// `tolerate` is counted and skipped.
-    fn attach_uprobes(&mut self, tolerate: bool) -> Result<()> {
-        raise_fd_limit(self.functions.len() as u64 + 1024);
-        let mut by_binary: BTreeMap<std::path::PathBuf, Vec<usize>> = BTreeMap::new();
-        for (id, f) in self.functions.iter().enumerate() {
-            by_binary.entry(f.binary.clone()).or_default().push(id);
+    fn hit_programs(&self) -> HitPrograms<'_, 'static> {
+        HitPrograms {
+            single: &self.skel.progs.function_hit,
+            multi: &self.skel.progs.function_hit_multi,
         }
-        for (binary, ids) in by_binary {
-            // our own resolution also knows Go's table, which libbpf's name lookup does not
-            let offsets = elf::function_offsets(&binary).unwrap_or_else(|e| {
-                log::debug!(
-                    "resolving functions of {}: {e:#}; libbpf looks them up",
-                    binary.display()
-                );
-                Default::default()
-            });
-            let rest = if ids.len() > 1 && self.uprobe_multi {
-                self.attach_multi(&binary, &ids, &offsets)
-            } else {
-                ids
-            };
-            for id in rest {
-                let offset = offsets.get(&self.functions[id].symbol).copied();
-                self.attach_one(id, tolerate, offset)?;
-            }
-        }
-        if self.uprobe_attach_failed > 0 {
-            log::warn!(
-                "{} of {} functions could not be probed; their calls are not counted (unattached_functions in the dump)",
-                self.uprobe_attach_failed,
-                self.functions.len()
-            );
-        }
-        Ok(())
-    }
-
-    /// One uprobe-multi link for the functions `ids` of `binary` whose offsets resolve;
-    /// returns the ids left to attach one by one (all of them if the link failed).
-    fn attach_multi(
-        &mut self,
-        binary: &std::path::Path,
-        ids: &[usize],
-        offsets: &HashMap<String, u64>,
-    ) -> Vec<usize> {
-        let mut found = Vec::new();
-        let mut rest = Vec::new();
-        for &id in ids {
-            match offsets.get(&self.functions[id].symbol) {
-                Some(&offset) => found.push((id, offset as usize)),
-                None => rest.push(id),
-            }
-        }
-        rest.extend(self.attach_multi_split(binary, &found));
-        rest
-    }
-
-    /// Links `found` (id, offset) with one uprobe-multi link, or, when the kernel refuses
-    /// it (one offset it cannot probe fails the whole link), each half on its own, down to
-    /// single functions; returns the ids that no multi link took.
-    fn attach_multi_split(&mut self, binary: &std::path::Path, found: &[(usize, usize)]) -> Vec<usize> {
-        if found.len() < 2 {
-            return found.iter().map(|&(id, _)| id).collect();
-        }
-        let opts = UprobeMultiOpts {
-            offsets: found.iter().map(|&(_, offset)| offset).collect(),
-            cookies: found.iter().map(|&(id, _)| id as u64).collect(),
-            ..Default::default()
-        };
-        match self
-            .skel
-            .progs
-            .function_hit_multi
-            .attach_uprobe_multi_with_opts(-1, binary, "", opts)
-        {
-            Ok(link) => {
-                self.uprobe_links.push(link);
-                Vec::new()
-            }
-            Err(e) => {
-                log::debug!(
-                    "uprobe-multi on {} ({} functions) failed ({e:#}); splitting",
-                    binary.display(),
-                    found.len()
-                );
-                let (a, b) = found.split_at(found.len() / 2);
-                let mut rest = self.attach_multi_split(binary, a);
-                rest.extend(self.attach_multi_split(binary, b));
-                rest
-            }
-        }
-    }
-
-    /// Attaches function `id` at its resolved file `offset`, or by name through libbpf.
-    fn attach_one(&mut self, id: usize, tolerate: bool, offset: Option<u64>) -> Result<()> {
-        let f = &self.functions[id];
-        let func_name = if offset.is_some() {
-            None
-        } else {
-            Some(f.symbol.clone())
-        };
-        let opts = UprobeOpts {
-            cookie: id as u64,
-            func_name,
-            ..Default::default()
-        };
-        match self.skel.progs.function_hit.attach_uprobe_with_opts(-1, &f.binary, offset.unwrap_or(0) as usize, opts) {
-            Ok(link) => self.uprobe_links.push(link),
-            Err(e) if tolerate => {
-                log::debug!("uprobe {}:{}: cannot attach ({e}); counted", f.binary.display(), f.symbol);
-                self.uprobe_attach_failed += 1;
-                self.unattached.push(id);
-            }
-            Err(e) if offset.is_some() => bail!("uprobe {}:{}: cannot attach ({e})", f.binary.display(), f.symbol),
-            Err(e) => bail!(
-                "uprobe {}:{}: cannot attach ({e}); no function of that name in the binary's .symtab, .dynsym or Go table (.gopclntab), or it is defined twice",
-                f.binary.display(),
-                f.symbol
-            ),
-        }
-        Ok(())
     }
 
     /// Uprobe targets, indexed by function id.
-    pub fn functions(&self) -> &[FunctionSpec] {
-        &self.functions
+    pub fn functions(&self) -> std::cell::Ref<'_, [FunctionSpec]> {
+        std::cell::Ref::map(self.uprobes.borrow(), Uprobes::functions)
     }
 
     pub fn uprobe_attach_failed(&self) -> u64 {
-        self.uprobe_attach_failed
+        self.uprobes.borrow().attach_failed()
     }
 
     /// Function ids whose uprobe could not be attached (their calls are never counted).
-    pub fn unattached_functions(&self) -> &[usize] {
-        &self.unattached
+    pub fn unattached_functions(&self) -> std::cell::Ref<'_, [usize]> {
+        std::cell::Ref::map(self.uprobes.borrow(), Uprobes::unattached)
+    }
+
+    /// Function ids detached at `detach_functions_after_calls` (counted up to then).
+    pub fn detached_functions(&self) -> std::cell::Ref<'_, [usize]> {
+        std::cell::Ref::map(self.uprobes.borrow(), Uprobes::detached)
+    }
+
+    /// Detaches the functions past the call limit, when a look is due.
+    fn detach_hot_functions(&self) -> Result<()> {
+        if !self.uprobes.borrow().detach_due() {
+            return Ok(());
+        }
+        let calls = self.function_calls()?;
+        self.uprobes
+            .borrow_mut()
+            .detach_past_limit(&self.hit_programs(), &calls)?;
+        Ok(())
     }
 
     /// Calls of each function so far, indexed by function id, summed over CPUs.
     pub fn function_calls(&self) -> Result<Vec<u64>> {
-        let mut out = Vec::with_capacity(self.functions.len());
-        for id in 0..self.functions.len() as u32 {
+        let n = self.functions().len();
+        let mut out = Vec::with_capacity(n);
+        for id in 0..n as u32 {
             let per_cpu = self
                 .skel
                 .maps
@@ -399,6 +291,7 @@ impl Engine {
                 self.look_at_connections()?;
                 last_look = std::time::Instant::now();
             }
+            self.detach_hot_functions()?;
             // Drain whatever arrived below the wakeup threshold, so commands see fresh data.
             ring.consume()?;
             // the borrow must end before the last drain: its callback borrows the recorder
@@ -583,25 +476,6 @@ fn sum_per_cpu(values: &[Vec<u8>]) -> u64 {
         .filter_map(|v| v.get(..8))
         .map(|b| u64::from_ne_bytes(b.try_into().unwrap_or([0; 8])))
         .sum()
-}
-
-/// Raises the soft open-file limit towards `wanted` (one fd per uprobe link when the
-/// multi link is unavailable); stays below the hard limit.
-fn raise_fd_limit(wanted: u64) {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit/setrlimit with a valid pointer to a local rlimit.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 || lim.rlim_cur >= wanted {
-            return;
-        }
-        lim.rlim_cur = wanted.min(lim.rlim_max);
-        if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
-            log::debug!("could not raise the open-file limit to {}", lim.rlim_cur);
-        }
-    }
 }
 
 fn fill_static_maps(skel: &TracerSkel<'_>, config: &Config) -> Result<()> {

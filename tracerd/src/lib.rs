@@ -18,6 +18,7 @@ pub mod recorder;
 pub mod session;
 pub mod skel;
 pub mod triggers;
+pub mod uprobes;
 
 // The format moved to tracedump; these keep `tracerd::dump::...` paths working.
 pub use tracedump::{dump, record, redact, syscalls};

@@ -67,6 +67,10 @@ pub struct Profile {
     /// candidate functions whose uprobe could not be attached, as BINARY:SYMBOL
     #[serde(default)]
     pub functions_not_attached: Vec<String>,
+    /// candidate functions whose uprobe a run detached after `detach_after_calls` calls, as
+    /// BINARY:SYMBOL: frequent, and their counts in `functions` are lower bounds
+    #[serde(default)]
+    pub functions_detached: Vec<String>,
     /// node name -> the programs whose functions were candidates (what its processes ran,
     /// wrappers left out)
     #[serde(default)]
@@ -183,6 +187,8 @@ pub struct RunData {
     pub gaps: BTreeMap<(String, String, u16), (u64, u64)>,
     /// (binary, symbol) of functions that were not attached
     pub unattached: BTreeSet<(String, String)>,
+    /// (binary, symbol) of functions detached at the call limit (counted up to it)
+    pub detached: BTreeSet<(String, String)>,
     pub dropped: Dropped,
     pub unmapped_events: u64,
     pub unmapped_syscalls: u64,
@@ -513,6 +519,9 @@ pub fn run_data(
         if meta.unattached_functions.contains(&i) {
             data.unattached.insert(key);
         } else {
+            if meta.detached_functions.contains(&i) {
+                data.detached.insert(key.clone());
+            }
             *data.function_calls.entry(key).or_default() += meta.function_calls.get(i).copied().unwrap_or(0);
         }
     }
@@ -640,14 +649,27 @@ fn is_infrequent(per_run: &[u64], rate: f64, threshold: f64) -> bool {
     rate < threshold || mean <= FEW_CALLS_PER_RUN
 }
 
-/// Calls per candidate (attached in every run), and the candidates that were not attached.
+/// Calls after which a profile run detaches a function's uprobe: more than `runs` runs of
+/// the longest a run may take (every node's ready wait and `run_timeout_s`, doubled for the
+/// oracle and the teardown) hold at `threshold` calls per second, and more than a handful
+/// per run — so a detached function is frequent in the profile, whatever it did later.
+pub fn detach_after_calls(scenario: &Scenario, opts: &ProfileOptions) -> u64 {
+    let longest_s = 2 * (scenario.run_timeout_s + scenario.nodes.len() as u64 * scenario.ready_timeout_s());
+    let runs = opts.runs.max(1) as f64;
+    let at_threshold = opts.infrequent_below_per_s * longest_s as f64 * runs;
+    at_threshold.max(FEW_CALLS_PER_RUN * runs).ceil() as u64 + 1
+}
+
+/// Calls per candidate (attached in every run), the candidates that were not attached, and
+/// those a run detached as frequent.
 fn function_stats(
     candidates: &[Candidate],
     runs: &[RunData],
     threshold: f64,
-) -> (Vec<FunctionStat>, Vec<String>) {
+) -> (Vec<FunctionStat>, Vec<String>, Vec<String>) {
     let mut stats = Vec::new();
     let mut not_attached = Vec::new();
+    let mut detached = Vec::new();
     for c in candidates {
         let key = (c.binary.clone(), c.symbol.clone());
         if runs.iter().any(|r| r.unattached.contains(&key)) {
@@ -659,7 +681,11 @@ fn function_stats(
             .map(|r| r.function_calls.get(&key).copied().unwrap_or(0))
             .collect();
         let rate = per_second(&per_run, runs);
-        let infrequent = is_infrequent(&per_run, rate, threshold);
+        let was_detached = runs.iter().any(|r| r.detached.contains(&key));
+        if was_detached {
+            detached.push(format!("{}:{}", c.binary, c.symbol));
+        }
+        let infrequent = !was_detached && is_infrequent(&per_run, rate, threshold);
         stats.push(FunctionStat {
             node: c.nodes.first().cloned().unwrap_or_default(),
             shared_with: c.nodes.iter().skip(1).cloned().collect(),
@@ -671,12 +697,12 @@ fn function_stats(
             infrequent,
         });
     }
-    (stats, not_attached)
+    (stats, not_attached, detached)
 }
 
 /// The profile of `runs` (pure: the unit tests feed it synthetic runs).
 pub fn aggregate(scenario: &Scenario, candidates: &[Candidate], runs: &[RunData], threshold: f64) -> Profile {
-    let (functions, functions_not_attached) = function_stats(candidates, runs, threshold);
+    let (functions, functions_not_attached, functions_detached) = function_stats(candidates, runs, threshold);
     let mut dropped = Dropped::default();
     for r in runs {
         dropped.events += r.dropped.events;
@@ -702,6 +728,7 @@ pub fn aggregate(scenario: &Scenario, candidates: &[Candidate], runs: &[RunData]
         unmapped_events: runs.iter().map(|r| r.unmapped_events).sum(),
         unmapped_syscalls: runs.iter().map(|r| r.unmapped_syscalls).sum(),
         functions_not_attached,
+        functions_detached,
         programs: BTreeMap::new(),
     }
 }
@@ -745,11 +772,12 @@ pub fn write(profile: &Profile, out: &Path) -> Result<PathBuf> {
 pub fn summary(profile: &Profile, candidates: usize) -> String {
     let infrequent = profile.functions.iter().filter(|f| f.infrequent).count();
     format!(
-        "profile: {} runs, {} failure signatures, {} candidate functions ({} not attachable), {} infrequent (< {} calls/s)",
+        "profile: {} runs, {} failure signatures, {} candidate functions ({} not attachable, {} detached as frequent), {} infrequent (< {} calls/s)",
         profile.runs,
         profile.failures.len(),
         candidates,
         profile.functions_not_attached.len(),
+        profile.functions_detached.len(),
         infrequent,
         profile.infrequent_below_per_s
     )
@@ -943,6 +971,39 @@ mod tests {
         );
         let parsed: Vec<&str> = list.lines().filter(|l| !l.starts_with('#')).collect();
         assert_eq!(parsed.len(), 2);
+    }
+
+    #[test]
+    fn a_function_detached_at_the_call_limit_is_listed_and_never_infrequent() {
+        let s = Scenario::parse(SCENARIO, "t").unwrap();
+        let opts = ProfileOptions {
+            runs: 3,
+            function_patterns: Vec::new(),
+            infrequent_below_per_s: 2.0,
+        };
+        let limit = detach_after_calls(&s, &opts);
+        // 3 runs of at most 2 × (60 + 2 nodes × 60) s at 2 calls/s
+        assert_eq!(limit, 2 * 360 * 3 + 1);
+        // a run that detached it holds at least `limit` calls, which no run length can make
+        // infrequent: the other runs may even have none
+        let detached = run(2.0 * 360.0, 0, 0, 0, limit);
+        let mut runs = vec![run(1.0, 0, 0, 0, 0), run(1.0, 0, 0, 0, 0), detached];
+        runs[2]
+            .detached
+            .insert(("/opt/kvnode".into(), "event_loop".into()));
+        let p = aggregate(&s, &[candidate("event_loop")], &runs, 2.0);
+        assert_eq!(p.functions_detached, ["/opt/kvnode:event_loop"]);
+        assert!(!p.functions[0].infrequent);
+        assert!(
+            p.functions[0].per_second * 3.0 >= 2.0,
+            "{}",
+            p.functions[0].per_second
+        );
+        assert!(
+            summary(&p, 1).contains("1 detached as frequent"),
+            "{}",
+            summary(&p, 1)
+        );
     }
 
     #[test]

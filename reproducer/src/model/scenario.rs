@@ -290,6 +290,11 @@ impl Scenario {
         nodes.chain(steps).collect()
     }
 
+    /// How long a node's `ready` command may take to succeed.
+    pub fn ready_timeout_s(&self) -> u64 {
+        self.run_timeout_s.min(60)
+    }
+
     /// Whether anything runs as another account (then the run directory must be reachable).
     pub fn has_users(&self) -> bool {
         self.nodes.iter().any(|n| n.user.is_some()) || self.setup.iter().any(|s| s.user.is_some())

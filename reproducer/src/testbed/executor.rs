@@ -37,6 +37,9 @@ pub struct RunOptions {
     /// traced functions, records no function events, and skips (counts) functions whose
     /// uprobe cannot be attached
     pub profiling: bool,
+    /// a profile run: detach a function's uprobe once it was called this often (0 = never;
+    /// `analysis::profile::detach_after_calls`)
+    pub detach_functions_after_calls: u64,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -181,6 +184,7 @@ fn trace_config(plan: &FaultPlan, infos: &[NodeInfo], opts: &RunOptions) -> trac
         // a run's trace is compared with production: every failure counts, whatever it costs
         syscall_hook: tracerd::config::SyscallHook::Tracepoint,
         function_events: !opts.profiling,
+        detach_functions_after_calls: opts.detach_functions_after_calls,
         tolerate_unattachable_functions: opts.profiling,
         dump_every_connection: opts.profiling,
         ..Default::default()
@@ -448,7 +452,7 @@ impl Run<'_> {
         let argv = self.vars.expand_all(ready)?;
         let netns = self.netbed.of(&node.name).map(|n| n.netns.clone());
         let log = self.workdir.join(format!("{}.ready.log", node.name));
-        let give_up = Instant::now() + Duration::from_secs(self.scenario.run_timeout_s.min(60));
+        let give_up = Instant::now() + Duration::from_secs(self.scenario.ready_timeout_s());
         while Instant::now() < give_up {
             if crate::interrupt::requested() {
                 bail!("interrupted");

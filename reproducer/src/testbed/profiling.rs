@@ -12,8 +12,8 @@ use std::path::Path;
 use anyhow::{bail, Context, Result};
 
 use crate::analysis::profile::{
-    aggregate, candidate_functions, declared_programs, programs_after_run, run_data, Candidate, Profile,
-    ProfileOptions, Program,
+    aggregate, candidate_functions, declared_programs, detach_after_calls, programs_after_run, run_data,
+    Candidate, Profile, ProfileOptions, Program,
 };
 use crate::analysis::programs;
 use crate::model::plan::FaultPlan;
@@ -88,6 +88,7 @@ pub fn profile(
             .map(|c| (c.node_index, format!("{}:{}", c.binary, c.symbol)))
             .collect(),
         profiling: true,
+        detach_functions_after_calls: detach_after_calls(scenario, opts),
     };
     let mut runs = Vec::new();
     let mut programs_checked = false;
@@ -109,6 +110,7 @@ pub fn profile(
             let options = SpecOptions {
                 keep: true,
                 profiling: true,
+                detach_functions_after_calls: o.detach_functions_after_calls,
                 trace_functions: o
                     .trace_functions
                     .into_iter()

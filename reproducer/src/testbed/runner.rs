@@ -86,6 +86,7 @@ impl Runner for TestbedRunner<'_> {
             options: SpecOptions {
                 keep: true,
                 profiling: false,
+                detach_functions_after_calls: 0,
                 trace_functions: self
                     .trace_functions
                     .iter()

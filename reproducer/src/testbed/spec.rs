@@ -41,6 +41,9 @@ pub struct SpecOptions {
     /// a profile run (see `RunOptions::profiling`)
     #[serde(default)]
     pub profiling: bool,
+    /// see `RunOptions::detach_functions_after_calls`
+    #[serde(default)]
+    pub detach_functions_after_calls: u64,
     #[serde(default)]
     pub trace_functions: Vec<TraceFunction>,
 }
@@ -134,6 +137,7 @@ impl RunSpec {
                 .map(|f| (f.node, f.function.clone()))
                 .collect(),
             profiling: self.options.profiling,
+            detach_functions_after_calls: self.options.detach_functions_after_calls,
         };
         executor::run(&self.scenario, &plan, &opts)
     }
@@ -217,6 +221,7 @@ mod tests {
             options: SpecOptions {
                 keep: true,
                 profiling: false,
+                detach_functions_after_calls: 0,
                 trace_functions: vec![TraceFunction {
                     node: 1,
                     function: "/opt/kv:g".into(),

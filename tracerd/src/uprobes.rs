@@ -1,0 +1,271 @@
+//! Function uprobes: which links hold which functions, attaching them, and detaching the
+//! functions a counting run finds called too often.
+//!
+//! Functions are attached with one uprobe-multi link per binary (one fd, one symbol-table
+//! pass, and a detach that does not wait once per function) on kernels that have them
+//! (probed before loading, see `kernel`), else one link per function. A multi link the
+//! kernel refuses is split in halves until the parts are accepted; names that do not
+//! resolve to one offset, and single functions no multi link took, get a link of their own.
+//! The calls of every function are counted in the kernel either way.
+//!
+//! With a call limit (`detach_functions_after_calls`, for profiles), a function counted that
+//! often is no infrequent function whatever it does later, and a trap per call is what a
+//! uprobe costs: its link is replaced by one without it, and its count so far stays in the
+//! map. A server with thousands of functions so runs at near full speed after its hot
+//! functions have shown themselves.
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Result};
+use libbpf_rs::{Link, ProgramMut as Program, UprobeMultiOpts, UprobeOpts};
+
+use tracedump::elf;
+
+use crate::config::FunctionSpec;
+
+/// How often the counts are read for functions past the call limit.
+const DETACH_CHECK_EVERY: Duration = Duration::from_millis(250);
+
+/// The two programs a function's call can run (`function_hit`, `function_hit_multi`).
+pub struct HitPrograms<'a, 'obj> {
+    pub single: &'a Program<'obj>,
+    pub multi: &'a Program<'obj>,
+}
+
+/// One link and the functions it probes: (function id, file offset when resolved).
+struct ProbeLink {
+    _link: Link,
+    binary: PathBuf,
+    functions: Vec<(usize, Option<usize>)>,
+}
+
+pub struct Uprobes {
+    functions: Vec<FunctionSpec>,
+    /// the kernel has uprobe-multi links
+    multi: bool,
+    links: Vec<ProbeLink>,
+    attach_failed: u64,
+    /// function ids whose uprobe could not be attached (tolerated)
+    unattached: Vec<usize>,
+    /// function ids detached after reaching the call limit, in the order they were
+    detached: Vec<usize>,
+    /// detach a function counted this often; 0 = never
+    call_limit: u64,
+    last_check: Instant,
+}
+
+impl Uprobes {
+    pub fn new(functions: Vec<FunctionSpec>, multi: bool, call_limit: u64) -> Uprobes {
+        Uprobes {
+            functions,
+            multi,
+            links: Vec::new(),
+            attach_failed: 0,
+            unattached: Vec::new(),
+            detached: Vec::new(),
+            call_limit,
+            last_check: Instant::now(),
+        }
+    }
+
+    /// Uprobe targets, indexed by function id.
+    pub fn functions(&self) -> &[FunctionSpec] {
+        &self.functions
+    }
+
+    pub fn attach_failed(&self) -> u64 {
+        self.attach_failed
+    }
+
+    /// Function ids whose uprobe could not be attached (their calls are never counted).
+    pub fn unattached(&self) -> &[usize] {
+        &self.unattached
+    }
+
+    /// Function ids detached at the call limit (counted up to then).
+    pub fn detached(&self) -> &[usize] {
+        &self.detached
+    }
+
+    /// Attaches every function: one multi link per binary, else (or when that fails) one
+    /// link per function. A function that cannot be attached is an error, or with
+    /// `tolerate` is counted and skipped.
+    pub fn attach_all(&mut self, progs: &HitPrograms, tolerate: bool) -> Result<()> {
+        raise_fd_limit(self.functions.len() as u64 + 1024);
+        let mut by_binary: BTreeMap<PathBuf, Vec<usize>> = BTreeMap::new();
+        for (id, f) in self.functions.iter().enumerate() {
+            by_binary.entry(f.binary.clone()).or_default().push(id);
+        }
+        for (binary, ids) in by_binary {
+            // our own resolution also knows Go's table, which libbpf's name lookup does not
+            let offsets = elf::function_offsets(&binary).unwrap_or_else(|e| {
+                log::debug!(
+                    "resolving functions of {}: {e:#}; libbpf looks them up",
+                    binary.display()
+                );
+                Default::default()
+            });
+            let resolved = ids
+                .iter()
+                .map(|&id| (id, offsets.get(&self.functions[id].symbol).map(|&o| o as usize)))
+                .collect::<Vec<_>>();
+            self.attach(progs, &binary, &resolved, tolerate)?;
+        }
+        if self.attach_failed > 0 {
+            log::warn!(
+                "{} of {} functions could not be probed; their calls are not counted (unattached_functions in the dump)",
+                self.attach_failed,
+                self.functions.len()
+            );
+        }
+        Ok(())
+    }
+
+    /// Links `functions` of `binary`: those with an offset on one multi link (split when
+    /// refused), the rest one by one.
+    fn attach(
+        &mut self,
+        progs: &HitPrograms,
+        binary: &Path,
+        functions: &[(usize, Option<usize>)],
+        tolerate: bool,
+    ) -> Result<()> {
+        let (found, mut rest): (Vec<_>, Vec<_>) = functions.iter().partition(|(_, o)| o.is_some());
+        if found.len() > 1 && self.multi {
+            let found: Vec<(usize, usize)> = found.iter().filter_map(|&(id, o)| Some((id, o?))).collect();
+            let left = self.attach_multi_split(progs.multi, binary, &found);
+            rest.extend(left.into_iter().map(|(id, o)| (id, Some(o))));
+        } else {
+            rest.extend(found);
+        }
+        for (id, offset) in rest {
+            self.attach_one(progs.single, id, tolerate, offset)?;
+        }
+        Ok(())
+    }
+
+    /// Links `found` (id, offset) with one uprobe-multi link, or, when the kernel refuses
+    /// it (one offset it cannot probe fails the whole link), each half on its own, down to
+    /// single functions; returns those that no multi link took.
+    fn attach_multi_split(
+        &mut self,
+        prog: &Program,
+        binary: &Path,
+        found: &[(usize, usize)],
+    ) -> Vec<(usize, usize)> {
+        if found.len() < 2 {
+            return found.to_vec();
+        }
+        let opts = UprobeMultiOpts {
+            offsets: found.iter().map(|&(_, offset)| offset).collect(),
+            cookies: found.iter().map(|&(id, _)| id as u64).collect(),
+            ..Default::default()
+        };
+        match prog.attach_uprobe_multi_with_opts(-1, binary, "", opts) {
+            Ok(link) => {
+                self.links.push(ProbeLink {
+                    _link: link,
+                    binary: binary.to_path_buf(),
+                    functions: found.iter().map(|&(id, o)| (id, Some(o))).collect(),
+                });
+                Vec::new()
+            }
+            Err(e) => {
+                log::debug!(
+                    "uprobe-multi on {} ({} functions) failed ({e:#}); splitting",
+                    binary.display(),
+                    found.len()
+                );
+                let (a, b) = found.split_at(found.len() / 2);
+                let mut rest = self.attach_multi_split(prog, binary, a);
+                rest.extend(self.attach_multi_split(prog, binary, b));
+                rest
+            }
+        }
+    }
+
+    /// Attaches function `id` at its resolved file `offset`, or by name through libbpf.
+    fn attach_one(&mut self, prog: &Program, id: usize, tolerate: bool, offset: Option<usize>) -> Result<()> {
+        let f = &self.functions[id];
+        let opts = UprobeOpts {
+            cookie: id as u64,
+            func_name: offset.is_none().then(|| f.symbol.clone()),
+            ..Default::default()
+        };
+        match prog.attach_uprobe_with_opts(-1, &f.binary, offset.unwrap_or(0), opts) {
+            Ok(link) => self.links.push(ProbeLink {
+                _link: link,
+                binary: f.binary.clone(),
+                functions: vec![(id, offset)],
+            }),
+            Err(e) if tolerate => {
+                log::debug!("uprobe {}:{}: cannot attach ({e}); counted", f.binary.display(), f.symbol);
+                self.attach_failed += 1;
+                self.unattached.push(id);
+            }
+            Err(e) if offset.is_some() => bail!("uprobe {}:{}: cannot attach ({e})", f.binary.display(), f.symbol),
+            Err(e) => bail!(
+                "uprobe {}:{}: cannot attach ({e}); no function of that name in the binary's .symtab, .dynsym or Go table (.gopclntab), or it is defined twice",
+                f.binary.display(),
+                f.symbol
+            ),
+        }
+        Ok(())
+    }
+
+    /// Whether the call limit is due for a look (set, and not looked at for a while).
+    pub fn detach_due(&self) -> bool {
+        self.call_limit > 0 && self.last_check.elapsed() >= DETACH_CHECK_EVERY
+    }
+
+    /// Detaches every function whose count (`calls`, by id) reached the call limit: each
+    /// link holding one is replaced by a link of its other functions. Returns how many were
+    /// detached now.
+    pub fn detach_past_limit(&mut self, progs: &HitPrograms, calls: &[u64]) -> Result<usize> {
+        self.last_check = Instant::now();
+        let limit = self.call_limit;
+        let hot = |id: usize| calls.get(id).is_some_and(|&c| c >= limit);
+        let (touched, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut self.links)
+            .into_iter()
+            .partition(|l| l.functions.iter().any(|&(id, _)| hot(id)));
+        self.links = kept;
+        let mut now = 0;
+        for link in touched {
+            let (gone, stay): (Vec<_>, Vec<_>) = link.functions.iter().copied().partition(|&(id, _)| hot(id));
+            now += gone.len();
+            self.detached.extend(gone.iter().map(|&(id, _)| id));
+            let binary = link.binary.clone();
+            // the old link goes first: a call in between is not counted, never counted twice
+            drop(link);
+            self.attach(progs, &binary, &stay, true)?;
+        }
+        if now > 0 {
+            log::info!(
+                "detached {now} functions called {} times or more ({} in all)",
+                self.call_limit,
+                self.detached.len()
+            );
+        }
+        Ok(now)
+    }
+}
+
+/// Raises the soft open-file limit towards `wanted` (one fd per uprobe link when the
+/// multi link is unavailable); stays below the hard limit.
+fn raise_fd_limit(wanted: u64) {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit with a valid pointer to a local rlimit.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 || lim.rlim_cur >= wanted {
+            return;
+        }
+        lim.rlim_cur = wanted.min(lim.rlim_max);
+        if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
+            log::debug!("could not raise the open-file limit to {}", lim.rlim_cur);
+        }
+    }
+}
