@@ -1,8 +1,7 @@
-//! System tests of `tracerd export --format perfetto`, on the real kernel as root: real dumps
-//! holding every event kind, exported, and read back with Perfetto's own schema (the
-//! perfetto_trace_pb2 of Perfetto's Python package, which scripts/test installs into
-//! target/perfetto-venv) by tests/programs/perfetto_decode.py, not with the exporter's types.
-mod common;
+//! `tracerd export --format perfetto`: real dumps holding every event kind, exported, and
+//! read back with Perfetto's own schema (the perfetto_trace_pb2 of Perfetto's Python
+//! package, which scripts/test installs into target/perfetto-venv) by
+//! tests/programs/perfetto_decode.py, not with the exporter's types.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -11,7 +10,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use common::*;
+use crate::common::*;
 
 /// The Python that has Perfetto's package (scripts/test installs it), or $PERFETTO_PYTHON.
 fn perfetto_python() -> PathBuf {

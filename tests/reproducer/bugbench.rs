@@ -3,12 +3,11 @@
 //! independent mechanism causes the ground-truth fault, and `reproducer reproduce` from that
 //! dump alone. Each case must be reproduced at >= 80%, with the faults and at the diagnosis
 //! level its case.toml states; nothing may be left behind.
-mod common;
 
 use std::path::PathBuf;
 use std::process::Command;
 
-use common::*;
+use crate::common::*;
 
 fn case_value(case: &str, key: &str) -> String {
     let text = std::fs::read_to_string(
