@@ -92,6 +92,7 @@ fn production_dump(p: &Progs) -> (Daemon, PathBuf) {
 }
 
 #[test]
+#[ignore = "system test: needs root (loads BPF programs, creates namespaces); scripts/test runs it"]
 fn diagnosis_tells_faults_from_symptoms_and_maps_nodes() {
     require_root();
     let p = progs("dg");
@@ -176,6 +177,7 @@ fn diagnosis_tells_faults_from_symptoms_and_maps_nodes() {
 }
 
 #[test]
+#[ignore = "system test: needs root (loads BPF programs, creates namespaces); scripts/test runs it"]
 fn bad_input_gets_one_clear_line() {
     require_root();
     let p = progs("bi");

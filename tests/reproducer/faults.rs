@@ -11,6 +11,7 @@ use crate::common::*;
 use crate::replay::*;
 
 #[test]
+#[ignore = "system test: needs root (loads BPF programs, creates namespaces); scripts/test runs it"]
 fn fails_the_third_write_to_one_file_only() {
     let scenario = format!(
         r#"name = "writes"
@@ -70,6 +71,7 @@ fn run_json(workdir: &Path) -> serde_json::Value {
 }
 
 #[test]
+#[ignore = "system test: needs root (loads BPF programs, creates namespaces); scripts/test runs it"]
 fn a_persistent_fault_fails_every_later_matching_call() {
     let scenario = records_scenario("grep -q 'failed 8 of 10' {workdir}/n1.log");
     let schedule = "[[faults]]\nnode = \"n1\"\nkind = \"syscall\"\nsyscall = \"write\"\nerrno = \"ENOSPC\"\npath = \"{workdir}/n1/log\"\nnth = 3\nuntil = \"end\"\n";
@@ -103,6 +105,7 @@ fn a_persistent_fault_fails_every_later_matching_call() {
 }
 
 #[test]
+#[ignore = "system test: needs root (loads BPF programs, creates namespaces); scripts/test runs it"]
 fn a_short_fault_writes_exactly_its_bytes_and_the_program_sees_the_count() {
     let scenario = records_scenario("grep -q 'record 2: 30' {workdir}/n1.log");
     let schedule = "[[faults]]\nnode = \"n1\"\nkind = \"syscall\"\nsyscall = \"write\"\npath = \"{workdir}/n1/log\"\nnth = 2\nshort = 30\n\n\
@@ -150,6 +153,7 @@ fn a_short_fault_writes_exactly_its_bytes_and_the_program_sees_the_count() {
 }
 
 #[test]
+#[ignore = "system test: needs root (loads BPF programs, creates namespaces); scripts/test runs it"]
 fn fails_openat_only_after_function_f() {
     let scenario = format!(
         r#"name = "open-after"
@@ -170,6 +174,7 @@ command = ["sh", "-c", "grep -q 'open before f: ok' {{workdir}}/n1.log && grep -
 }
 
 #[test]
+#[ignore = "system test: needs root (loads BPF programs, creates namespaces); scripts/test runs it"]
 fn crashes_at_entry_of_g_not_h() {
     let scenario = format!(
         r#"name = "crash-order"
@@ -206,6 +211,7 @@ fn symbol_offset(binary: &str, function: &str, label: &str) -> u64 {
 }
 
 #[test]
+#[ignore = "system test: needs root (loads BPF programs, creates namespaces); scripts/test runs it"]
 fn crashes_at_an_offset_inside_a_function() {
     let offset = symbol_offset(&faulty(), "stage_k", "stage_k_mid");
     assert!(offset > 0);
@@ -230,6 +236,7 @@ command = ["sh", "-c", "grep -q 'k first half' {{workdir}}/n1.log && ! grep -q '
 }
 
 #[test]
+#[ignore = "system test: needs root (loads BPF programs, creates namespaces); scripts/test runs it"]
 fn pauses_a_process_for_two_seconds() {
     let scenario = format!(
         r#"name = "pause"
@@ -261,6 +268,7 @@ command = ["sh", "-c", "gap=$(sed -n 's/longest tick gap \\([0-9]*\\) ms/\\1/p' 
 }
 
 #[test]
+#[ignore = "system test: needs root (loads BPF programs, creates namespaces); scripts/test runs it"]
 fn forked_child_counts_against_its_node() {
     let scenario = format!(
         r#"name = "fork"
@@ -279,6 +287,7 @@ command = ["sh", "-c", "grep -q 'write 2 to c: No space' {{workdir}}/n1.log && g
 }
 
 #[test]
+#[ignore = "system test: needs root (loads BPF programs, creates namespaces); scripts/test runs it"]
 fn restarted_node_keeps_counting() {
     // the node writes a five times and exits; restarted, it writes a five times more:
     // the 7th write to a overall is the 2nd of the second incarnation
@@ -297,6 +306,7 @@ command = ["sh", "-c", "[ $(grep -c 'No space' {workdir}/n1.log) -eq 1 ] && [ $(
 }
 
 #[test]
+#[ignore = "system test: needs root (loads BPF programs, creates namespaces); scripts/test runs it"]
 fn second_fault_waits_for_the_first() {
     // stage_g runs before the write that fires fault 1, so fault 2 (crash after stage_g)
     // must not fire: its context only counts once fault 1 has been injected
@@ -318,6 +328,7 @@ command = ["sh", "-c", "grep -q 'write 1 to a: Input/output error' {{workdir}}/n
 }
 
 #[test]
+#[ignore = "system test: needs root (loads BPF programs, creates namespaces); scripts/test runs it"]
 fn a_fault_in_a_thread_names_process_and_thread() {
     let scenario = format!(
         r#"name = "thread"

@@ -45,6 +45,7 @@ fn wait_all(runs: &mut Runs) -> Vec<(bool, String)> {
 }
 
 #[test]
+#[ignore = "system test: needs root (loads BPF programs, creates namespaces); scripts/test runs it"]
 fn two_runs_of_one_networked_scenario_go_side_by_side() {
     require_root();
     // the same addresses in both runs: each run has its own run namespace with its bridge,
@@ -101,6 +102,7 @@ command = ["bash", "-c", "w=$(sed -n 's/worst rtt \\([0-9]*\\) ms/\\1/p' {{workd
 }
 
 #[test]
+#[ignore = "system test: needs root (loads BPF programs, creates namespaces); scripts/test runs it"]
 fn runs_on_the_host_network_wait_for_each_other() {
     require_root();
     // no address: the node listens on the host's port 7391; a second run at the same time

@@ -4,6 +4,7 @@
 use crate::replay::*;
 
 #[test]
+#[ignore = "system test: needs root (loads BPF programs, creates namespaces); scripts/test runs it"]
 fn partitions_two_nodes_for_three_seconds() {
     let scenario = format!(
         r#"name = "partition"

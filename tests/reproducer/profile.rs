@@ -33,6 +33,7 @@ fn leftovers(tmp: &Path) -> Vec<PathBuf> {
 }
 
 #[test]
+#[ignore = "system test: needs root (loads BPF programs, creates namespaces); scripts/test runs it"]
 fn profile_counts_benign_failures_and_finds_infrequent_functions() {
     require_root();
     let links = link_count();
@@ -161,6 +162,7 @@ fn profile_counts_benign_failures_and_finds_infrequent_functions() {
 }
 
 #[test]
+#[ignore = "system test: needs root (loads BPF programs, creates namespaces); scripts/test runs it"]
 fn profile_refuses_an_oracle_that_fires_without_faults() {
     require_root();
     let links = link_count();
@@ -183,6 +185,7 @@ fn profile_refuses_an_oracle_that_fires_without_faults() {
 }
 
 #[test]
+#[ignore = "system test: needs root (loads BPF programs, creates namespaces); scripts/test runs it"]
 fn go_functions_of_a_stripped_binary_are_profiled_and_are_fault_context() {
     require_root();
     let links = link_count();
@@ -259,6 +262,7 @@ command = ["sh", "-c", "! grep -q done {workdir}/n1.log && [ ! -e {workdir}/snap
 }
 
 #[test]
+#[ignore = "system test: needs root (loads BPF programs, creates namespaces); scripts/test runs it"]
 fn profile_finds_the_programs_behind_wrappers_and_warns_about_zero_candidates() {
     require_root();
     let links = link_count();

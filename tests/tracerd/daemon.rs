@@ -7,6 +7,7 @@ use std::time::Duration;
 use crate::common::*;
 
 #[test]
+#[ignore = "system test: needs root (loads BPF programs, creates namespaces); scripts/test runs it"]
 fn unwritable_dump_dir_is_survived() {
     require_root();
     let mut d = Daemon::start(&["--target-comm", "eg_unwritable"]);
@@ -38,6 +39,7 @@ fn unwritable_dump_dir_is_survived() {
 }
 
 #[test]
+#[ignore = "system test: needs root (loads BPF programs, creates namespaces); scripts/test runs it"]
 fn bad_inputs_get_one_line_errors() {
     require_root();
     let dir = tempfile::tempdir().unwrap();
@@ -115,6 +117,7 @@ fn unit_bounding_set() -> String {
 }
 
 #[test]
+#[ignore = "system test: needs root (loads BPF programs, creates namespaces); scripts/test runs it"]
 fn runs_with_only_the_units_capabilities() {
     require_root();
     let prog = eventgen_as("eg_caps");

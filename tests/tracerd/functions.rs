@@ -7,6 +7,7 @@ use std::process::{Command, Stdio};
 use crate::common::*;
 
 #[test]
+#[ignore = "system test: needs root (loads BPF programs, creates namespaces); scripts/test runs it"]
 fn counts_function_calls_and_syscalls_without_function_events() {
     require_root();
     let prog = eventgen_as("eg_count");
@@ -64,6 +65,7 @@ fn counts_function_calls_and_syscalls_without_function_events() {
 }
 
 #[test]
+#[ignore = "system test: needs root (loads BPF programs, creates namespaces); scripts/test runs it"]
 fn functions_of_one_binary_share_a_link_and_are_counted_and_recorded() {
     require_root();
     let prog = eventgen_as("eg_multi");
@@ -119,6 +121,7 @@ fn functions_of_one_binary_share_a_link_and_are_counted_and_recorded() {
 }
 
 #[test]
+#[ignore = "system test: needs root (loads BPF programs, creates namespaces); scripts/test runs it"]
 fn functions_of_a_stripped_go_binary_are_counted() {
     require_root();
     let prog = go_program("gonode");

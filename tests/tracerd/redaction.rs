@@ -4,6 +4,7 @@
 use crate::common::*;
 
 #[test]
+#[ignore = "system test: needs root (loads BPF programs, creates namespaces); scripts/test runs it"]
 fn dumps_are_redacted_before_they_are_written() {
     require_root();
     let prog = program_as("crasher", "cr_redact");

@@ -58,6 +58,7 @@ impl Drop for Group {
 }
 
 #[test]
+#[ignore = "system test: needs root (loads BPF programs, creates namespaces); scripts/test runs it"]
 fn dump_holds_every_open_file_far_beyond_one_batch() {
     require_root();
     const N: usize = 20_000;
@@ -106,6 +107,7 @@ fn dump_holds_every_open_file_far_beyond_one_batch() {
 }
 
 #[test]
+#[ignore = "system test: needs root (loads BPF programs, creates namespaces); scripts/test runs it"]
 fn dump_holds_every_silent_connection_far_beyond_one_batch() {
     require_root();
     const N: usize = 5_000;
@@ -132,6 +134,7 @@ fn dump_holds_every_silent_connection_far_beyond_one_batch() {
 }
 
 #[test]
+#[ignore = "system test: needs root (loads BPF programs, creates namespaces); scripts/test runs it"]
 fn dump_holds_every_stopped_process_far_beyond_one_batch() {
     require_root();
     const N: usize = 1_000;

@@ -8,6 +8,7 @@ use std::process::{Command, Stdio};
 use crate::common::*;
 
 #[test]
+#[ignore = "system test: needs root (loads BPF programs, creates namespaces); scripts/test runs it"]
 fn second_dump_holds_later_events_and_filters_non_targets() {
     require_root();
     let prog = eventgen_as("eg_twice");
@@ -39,6 +40,7 @@ fn second_dump_holds_later_events_and_filters_non_targets() {
 }
 
 #[test]
+#[ignore = "system test: needs root (loads BPF programs, creates namespaces); scripts/test runs it"]
 fn descendants_of_a_target_pid_are_traced() {
     require_root();
     let prog = eventgen_as("eg_child");

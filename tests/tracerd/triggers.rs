@@ -21,6 +21,7 @@ fn trigger_of(dump: &Path) -> serde_json::Value {
 }
 
 #[test]
+#[ignore = "system test: needs root (loads BPF programs, creates namespaces); scripts/test runs it"]
 fn trigger_fatal_signal_is_on_by_default_and_ignores_kills_from_outside() {
     require_root();
     let prog = program_as("crasher", "cr_segv");
@@ -53,6 +54,7 @@ fn trigger_fatal_signal_is_on_by_default_and_ignores_kills_from_outside() {
 }
 
 #[test]
+#[ignore = "system test: needs root (loads BPF programs, creates namespaces); scripts/test runs it"]
 fn trigger_nonzero_exit() {
     require_root();
     let prog = program_as("crasher", "cr_exit");
@@ -85,6 +87,7 @@ fn proc_state(pid: i32) -> char {
 /// The operator wants the dump while the service is still stuck: the pause rule fires once
 /// a pause has lasted its threshold, not when it ends, and the pause's end fires nothing more.
 #[test]
+#[ignore = "system test: needs root (loads BPF programs, creates namespaces); scripts/test runs it"]
 fn trigger_pause_dumps_while_the_process_is_still_stopped() {
     require_root();
     let prog = program_as("crasher", "cr_pause");
@@ -147,6 +150,7 @@ fn trigger_pause_dumps_while_the_process_is_still_stopped() {
 }
 
 #[test]
+#[ignore = "system test: needs root (loads BPF programs, creates namespaces); scripts/test runs it"]
 fn trigger_failed_syscall_matching_syscall_errno_and_path() {
     require_root();
     let prog = program_as("crasher", "cr_sys");
@@ -225,6 +229,7 @@ impl Drop for MemCgroup {
 }
 
 #[test]
+#[ignore = "system test: needs root (loads BPF programs, creates namespaces); scripts/test runs it"]
 fn trigger_oom_kill() {
     require_root();
     let prog = program_as("crasher", "cr_oom");
@@ -263,6 +268,7 @@ fn trigger_oom_kill() {
 }
 
 #[test]
+#[ignore = "system test: needs root (loads BPF programs, creates namespaces); scripts/test runs it"]
 fn crash_storm_writes_one_dump_per_interval_and_counts_the_rest() {
     require_root();
     let prog = program_as("crasher", "cr_storm");
