@@ -1,4 +1,5 @@
-# Shared helpers of the scripts: root check, package installation, the one release build.
+# Shared helpers of the scripts: root check, package installation, the one release build,
+# the median of a column of numbers, the kernel a Debian meta package installs.
 # shellcheck shell=bash
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -47,7 +48,21 @@ install_perfetto_decoder() {
   "$PERFETTO_VENV/bin/python3" -c "$check"
 }
 
+# build_release [CARGO_ARGS...]: the release build, of the workspace's binaries by default; the
+# arguments replace --workspace (e.g. --workspace --all-targets, or -p reproducer --example X).
 build_release() {
   say "building (release)"
-  (cd "$REPO_ROOT" && cargo build --release --workspace --locked)
+  [ $# -gt 0 ] || set -- --workspace
+  (cd "$REPO_ROOT" && cargo build --release --locked "$@")
+}
+
+# median: the median of the numbers on stdin, one a line; "nan" when there are none.
+median() {
+  sort -g | awk '{a[NR]=$1} END { if (NR == 0) print "nan"; else if (NR % 2) print a[(NR+1)/2]; else print (a[NR/2] + a[NR/2+1]) / 2 }'
+}
+
+# kernel_of PACKAGE: the kernel version a meta package depends on, e.g. linux-image-amd64 ->
+# 6.1.0-56-amd64.
+kernel_of() {
+  dpkg-query -W -f='${Depends}' "$1" | tr ',' '\n' | sed -n 's/^ *linux-image-\([0-9][^ ]*\).*/\1/p' | head -1
 }

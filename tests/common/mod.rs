@@ -1,5 +1,8 @@
 //! Shared fixtures of the system tests: root check, building the C target programs, a
 //! tracerd daemon owned by the test, children and network namespaces that are removed on drop.
+//! Beside it: replay.rs (running the reproducer; the reproducer's system tests include it) and
+//! read_back.rs (a reader fed damaged bytes with its allocations watched; the property tests
+//! include it, as it installs a global allocator).
 #![allow(dead_code)]
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -248,6 +251,47 @@ impl Drop for Daemon {
     }
 }
 
+/// Dumps in the daemon's dump directory, in the order they were written.
+pub fn dumps_in(d: &Daemon) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(d.dump_dir())
+        .map(|r| {
+            r.filter_map(|e| Some(e.ok()?.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "tdump"))
+                .collect()
+        })
+        .unwrap_or_default();
+    let seq = |p: &PathBuf| -> u64 {
+        p.file_stem()
+            .unwrap()
+            .to_string_lossy()
+            .rsplit('-')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    files.sort_by_key(seq);
+    files
+}
+
+/// Waits until the daemon has written `n` dumps; returns them.
+pub fn wait_for_dumps(d: &Daemon, n: usize, timeout: Duration) -> Vec<PathBuf> {
+    let start = std::time::Instant::now();
+    loop {
+        let files = dumps_in(d);
+        if files.len() >= n {
+            return files;
+        }
+        assert!(
+            start.elapsed() < timeout,
+            "{} of {n} dumps after {timeout:?}:\n{}",
+            files.len(),
+            d.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// A child killed (SIGKILL) and reaped on drop, whatever the test's outcome.
 pub struct Reaped(pub Child);
 
@@ -291,6 +335,16 @@ pub fn inspect_json(path: &Path) -> Vec<serde_json::Value> {
 pub fn inspect_meta(path: &Path) -> serde_json::Value {
     let out = run_ok(Command::new(tracerd_bin()).arg("inspect").arg("--meta").arg(path));
     serde_json::from_str(&out).expect("inspect --meta prints JSON")
+}
+
+/// Runs tracerd with `args`, which must fail with one line and no panic; returns that line.
+pub fn tracerd_fails(args: &[&str]) -> String {
+    let out = Command::new(tracerd_bin()).args(args).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(!out.status.success(), "tracerd {args:?} should fail");
+    assert!(!err.contains("panicked"), "no panic: {err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
+    err
 }
 
 /// Two network namespaces joined by a veth pair, 10.231.N.1 and 10.231.N.2; removed on drop.
@@ -368,6 +422,20 @@ pub fn events_of<'a>(events: &'a [serde_json::Value], kind: &str, pid: u32) -> V
         .collect()
 }
 
+/// The one value of `v`, a `what`; asserts there is exactly one.
+pub fn only<'a>(v: Vec<&'a serde_json::Value>, what: &str) -> &'a serde_json::Value {
+    assert_eq!(v.len(), 1, "expected exactly one {what}, got {v:#?}");
+    v[0]
+}
+
+/// A copy of tests/programs/NAME.c's binary named `alias` (its comm).
+pub fn program_as(name: &str, alias: &str) -> PathBuf {
+    let src = program(name);
+    let dst = src.with_file_name(alias);
+    std::fs::copy(&src, &dst).expect("copying a test program");
+    dst
+}
+
 /// A copy of eventgen whose file name (and so comm) is `alias`.
 pub fn eventgen_as(alias: &str) -> PathBuf {
     let src = program("eventgen");
@@ -386,5 +454,17 @@ pub fn run_prog(prog: &Path, args: &[&str]) -> u32 {
     let pid = child.id();
     let status = child.wait().expect("wait");
     assert!(status.success(), "{} {args:?} failed: {status}", prog.display());
+    pid
+}
+
+/// Runs `prog args` to its end; returns its pid.
+pub fn run_to_end(prog: &Path, args: &[&str]) -> u32 {
+    let mut child = Command::new(prog)
+        .args(args)
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let pid = child.id();
+    let _ = child.wait();
     pid
 }

@@ -1,28 +1,13 @@
-//! System tests of `reproducer diagnose` and of the bad input `reproduce` must refuse before
-//! it searches, on dumps the real tracerd daemon writes: faults told from symptoms, processes
-//! mapped to nodes, and one clear line for every kind of broken input.
-mod common;
+//! `reproducer diagnose`, and the bad input `reproduce` must refuse before it searches, on
+//! dumps the real tracerd daemon writes: faults told from symptoms, processes mapped to
+//! nodes, and one clear line for every kind of broken input.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::*;
-
-fn reproducer(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_reproducer"))
-        .args(args)
-        .output()
-        .expect("running reproducer")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
+use crate::common::*;
+use crate::replay::*;
 
 /// Three copies of eventgen, one per node. The reader and the checker live for a few
 /// milliseconds: they are matched by the command line tracerd read in the kernel at exec.
@@ -107,6 +92,7 @@ fn production_dump(p: &Progs) -> (Daemon, PathBuf) {
 }
 
 #[test]
+#[ignore = "system test: needs root (loads BPF programs, creates namespaces); scripts/test runs it"]
 fn diagnosis_tells_faults_from_symptoms_and_maps_nodes() {
     require_root();
     let p = progs("dg");
@@ -191,6 +177,7 @@ fn diagnosis_tells_faults_from_symptoms_and_maps_nodes() {
 }
 
 #[test]
+#[ignore = "system test: needs root (loads BPF programs, creates namespaces); scripts/test runs it"]
 fn bad_input_gets_one_clear_line() {
     require_root();
     let p = progs("bi");

@@ -1,0 +1,159 @@
+//! Complete dumps of full kernel tables: every open file, silent connection and stopped
+//! process is in the dump, far beyond one batch of a map lookup.
+
+use std::collections::BTreeSet;
+use std::io::BufRead;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use crate::common::*;
+
+/// A target program in its own process group; the whole group is killed on drop.
+struct Group {
+    child: Child,
+    lines: Vec<String>,
+}
+
+impl Group {
+    /// Starts `prog args` and reads its stdout up to the line "ready".
+    fn start(prog: &Path, args: &[&str]) -> Group {
+        let mut child = Command::new(prog)
+            .args(args)
+            .process_group(0)
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("spawn");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let mut g = Group {
+            child,
+            lines: Vec::new(),
+        };
+        for line in std::io::BufReader::new(stdout).lines() {
+            let line = line.expect("reading the program's output");
+            if line == "ready" {
+                return g;
+            }
+            g.lines.push(line);
+        }
+        let status = g.child.wait();
+        panic!(
+            "{} {args:?} ended before it was ready: {status:?}",
+            prog.display()
+        );
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        // SAFETY: kill(2) on the process group this test created.
+        unsafe { libc::kill(-(self.child.id() as i32), libc::SIGKILL) };
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+#[ignore = "system test: needs root (loads BPF programs, creates namespaces); scripts/test runs it"]
+fn dump_holds_every_open_file_far_beyond_one_batch() {
+    require_root();
+    const N: usize = 20_000;
+    let prog = program_as("fillmaps", "fm_files");
+    let d = Daemon::start(&["--target-comm", "fm_files"]);
+    let dir = tempfile::tempdir().unwrap();
+    // two processes: one may not hold more fds than the hard limit (20,000 here)
+    let half = (N / 2).to_string();
+    let groups = [
+        Group::start(&prog, &["files", dir.path().to_str().unwrap(), "0", &half]),
+        Group::start(&prog, &["files", dir.path().to_str().unwrap(), &half, &half]),
+    ];
+    let dump = d.dump();
+    let meta = inspect_meta(&dump);
+    let pids: Vec<u32> = groups.iter().map(Group::pid).collect();
+    let known: BTreeSet<String> = meta["open_files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|o| pids.contains(&(o["tgid"].as_u64().unwrap() as u32)))
+        .map(|o| o["path"].as_str().unwrap().to_string())
+        .collect();
+    let missing: Vec<String> = (0..N)
+        .map(|i| format!("{}/f{i}", dir.path().display()))
+        .filter(|p| !known.contains(p))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "{} of {N} open files missing from the dump, e.g. {:?}",
+        missing.len(),
+        &missing[..missing.len().min(3)]
+    );
+    let events = inspect_json(&dump);
+    for (g, first) in groups.iter().zip([0, N / 2]) {
+        let write = events
+            .iter()
+            .find(|e| e["pid"] == g.pid() && e["syscall"] == "write")
+            .expect("the failed write is recorded");
+        assert_eq!(
+            write["path"],
+            format!("{}/f{first}", dir.path().display()),
+            "the oldest open file still resolves"
+        );
+    }
+    assert_eq!(meta["counters"]["open_files_unresolved"], 0);
+}
+
+#[test]
+#[ignore = "system test: needs root (loads BPF programs, creates namespaces); scripts/test runs it"]
+fn dump_holds_every_silent_connection_far_beyond_one_batch() {
+    require_root();
+    const N: usize = 5_000;
+    let prog = program_as("fillmaps", "fm_conns");
+    let d = Daemon::start(&["--target-comm", "fm_conns", "--gap-ms", "1000"]);
+    let g = Group::start(&prog, &["conns", &N.to_string()]);
+    std::thread::sleep(Duration::from_millis(1600));
+    let events = inspect_json(&d.dump());
+    let ongoing: BTreeSet<(String, String)> = events
+        .iter()
+        .filter(|e| e["kind"] == "network_gap" && e["pid"] == g.pid() && e["ongoing"] == true)
+        .map(|e| {
+            (
+                e["src"].as_str().unwrap().to_string(),
+                e["dst"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        ongoing.len(),
+        2 * N,
+        "both ends of every silent connection are an ongoing gap"
+    );
+}
+
+#[test]
+#[ignore = "system test: needs root (loads BPF programs, creates namespaces); scripts/test runs it"]
+fn dump_holds_every_stopped_process_far_beyond_one_batch() {
+    require_root();
+    const N: usize = 1_000;
+    let prog = program_as("fillmaps", "fm_stop");
+    let d = Daemon::start(&["--target-comm", "fm_stop", "--pause-ms", "500"]);
+    let g = Group::start(&prog, &["stop", &N.to_string()]);
+    let children: BTreeSet<u32> = g.lines.iter().map(|l| l.parse().expect("a child pid")).collect();
+    assert_eq!(children.len(), N);
+    std::thread::sleep(Duration::from_millis(800));
+    let events = inspect_json(&d.dump());
+    let paused: BTreeSet<u32> = events
+        .iter()
+        .filter(|e| e["kind"] == "process_state" && e["state"] == "paused" && e["ongoing"] == true)
+        .map(|e| e["pid"].as_u64().unwrap() as u32)
+        .collect();
+    let missing: Vec<&u32> = children.iter().filter(|p| !paused.contains(p)).collect();
+    assert!(
+        missing.is_empty(),
+        "{} of {N} stopped processes missing from the dump",
+        missing.len()
+    );
+}
