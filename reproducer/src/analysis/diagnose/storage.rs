@@ -30,7 +30,7 @@ impl Builder<'_> {
         };
         // later failures by file: (time, errno), in time order
         let mut failures: HashMap<FileCall, Vec<(u64, &str)>> = HashMap::new();
-        for t in &self.t.events {
+        for t in &self.timeline.events {
             let What::SyscallFailure(f) = &t.event.what else {
                 continue;
             };
@@ -43,7 +43,7 @@ impl Builder<'_> {
             }
         }
         let mut done: HashSet<FileCall> = HashSet::new();
-        for t in &self.t.events {
+        for t in &self.timeline.events {
             let What::ShortIo(io) = &t.event.what else {
                 continue;
             };
@@ -88,7 +88,7 @@ impl Builder<'_> {
 
 #[cfg(test)]
 mod tests {
-    use tracedump::event::{Event, ShortIo, SyscallFailure};
+    use tracedump::event::{Event, ShortIo, SyscallFailure, What};
 
     use super::super::*;
     use crate::analysis::timeline::{DumpInfo, TimedEvent, Timeline};

@@ -1,0 +1,136 @@
+//! Process states: a pause, or a kill by a signal from outside the node, is a fault; a
+//! death by the process's own fatal signal (or a kill from its own node) and a non-zero
+//! exit are symptoms.
+use std::collections::{HashMap, HashSet};
+
+use tracedump::event::{State, What};
+use tracedump::syscalls::signal_name;
+
+use super::{who, Builder, FaultGuess, Symptom, TimedEvent};
+
+/// Signals a process raises on itself (a crash of its own making, not an injected one).
+const SELF_SIGNALS: [i32; 6] = [
+    libc::SIGSEGV,
+    libc::SIGABRT,
+    libc::SIGBUS,
+    libc::SIGFPE,
+    libc::SIGILL,
+    libc::SIGSYS,
+];
+
+impl Builder<'_> {
+    /// Adds a candidate per pause and kill from outside, a symptom per other death and
+    /// failed exit (one death per process).
+    pub(super) fn process_states(&mut self) {
+        let mut seen_deaths = HashSet::new();
+        let timeline = self.timeline;
+        for t in &timeline.events {
+            let What::ProcessState(p) = &t.event.what else {
+                continue;
+            };
+            if self.scenario.is_some() && t.node.is_none() {
+                continue;
+            }
+            let pid = t.event.pid;
+            let sender_comm = p.sender.as_ref().and_then(|s| s.comm.clone());
+            match p.state {
+                State::Paused {
+                    cause,
+                    duration_ms: d,
+                } => {
+                    let cause = cause.name().to_string();
+                    let why = format!(
+                        "stopped ({cause}) for {d} ms{}",
+                        sender_comm
+                            .map(|c| format!(" after a signal from {c}"))
+                            .unwrap_or_default()
+                    );
+                    // the event's time stamp is when the pause began
+                    let c = self.candidate(
+                        t,
+                        FaultGuess::Pause {
+                            duration_ms: d,
+                            cause,
+                        },
+                        t.at_ns,
+                        why,
+                    );
+                    self.candidates.push(c);
+                }
+                // a pid names a process only within its dump (host)
+                State::Killed { core_dumped } if seen_deaths.insert((t.dump, pid)) => {
+                    let signo = p.signal.unwrap_or(libc::SIGKILL as u32);
+                    let signal = signal_name(signo);
+                    let sender_pid = p.sender.as_ref().map(|s| s.pid);
+                    let from_outside =
+                        sender_pid.is_some_and(|s| s != pid && !self.same_node(s, t.dump, t.node));
+                    if from_outside && !SELF_SIGNALS.contains(&(signo as i32)) {
+                        let sender = format!(
+                            "{} (pid {})",
+                            sender_comm.unwrap_or_default(),
+                            sender_pid.unwrap_or(0)
+                        );
+                        let why = format!("killed by {signal} from {sender}");
+                        let c = self.candidate(t, FaultGuess::Crash { signal, sender }, t.at_ns, why);
+                        self.candidates.push(c);
+                    } else {
+                        let what = format!(
+                            "died of {signal}{}",
+                            if core_dumped { " (core dumped)" } else { "" }
+                        );
+                        self.symptom(t, what);
+                    }
+                }
+                State::Exited { code } if code != 0 && seen_deaths.insert((t.dump, pid)) => {
+                    let what = format!("exited with status {code}");
+                    self.symptom(t, what);
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Adds the symptom `what` of event `t`'s process.
+    fn symptom(&mut self, t: &TimedEvent, what: String) {
+        self.symptoms.push(Symptom {
+            at_ns: t.at_ns,
+            node: t.node,
+            who: who(t, self.scenario),
+            host: t.event.host.to_string(),
+            what,
+        });
+    }
+
+    /// Whether process `pid` of dump `dump` (a signal's sender is on the receiver's host) has
+    /// events as `node` (a signal from a process of the same node is the node's own doing).
+    fn same_node(&mut self, pid: u32, dump: usize, node: Option<usize>) -> bool {
+        let Some(node) = node else { return false };
+        // one pass over the timeline per sender, not per death
+        let timeline = self.timeline;
+        let nodes = self.nodes_of_pid.entry((dump, pid)).or_insert_with(|| {
+            let mut nodes: Vec<usize> = timeline
+                .events
+                .iter()
+                .filter(|e| e.event.pid == pid && e.dump == dump)
+                .filter_map(|e| e.node)
+                .collect();
+            nodes.sort_unstable();
+            nodes.dedup();
+            nodes
+        });
+        nodes.contains(&node)
+    }
+
+    /// When each process that died of a signal died ((dump, pid) → time).
+    pub(super) fn deaths_by_signal(&self) -> HashMap<(usize, u32), u64> {
+        let mut out = HashMap::new();
+        for t in &self.timeline.events {
+            if let What::ProcessState(p) = &t.event.what {
+                if matches!(p.state, State::Killed { .. }) {
+                    out.entry((t.dump, t.event.pid)).or_insert(t.at_ns);
+                }
+            }
+        }
+        out
+    }
+}

@@ -1,0 +1,9 @@
+//! The diagnosis's unit tests, one file per rule family, on the timelines of `fixtures`.
+mod fixtures;
+
+mod explain;
+mod network;
+mod preceding;
+mod process;
+mod render;
+mod syscalls;
