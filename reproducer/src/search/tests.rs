@@ -1,13 +1,17 @@
 //! The search against a fake system: each test's `Fake` answers a plan the way a system
 //! with one known bug would (which fault fires, whether the oracle says "bug"), so every
 //! level, the confirmation, the minimization and the budget are checked without root.
+use std::cell::RefCell;
+use std::path::Path;
 use std::sync::atomic::{AtomicU32, Ordering};
 
+use super::levels::MAX_LONE_NETWORK_FAULTS;
 use super::runner::{Feedback, Runner};
 use super::*;
 use crate::analysis::binary::{Site, SiteKind};
 use crate::analysis::diagnose::{Candidate, Diagnosis, FaultGuess, Verdict};
 use crate::model::plan::{FaultPlan, Planned as PlannedAction, PlannedFault};
+use crate::model::schedule::{Context, FaultKind, Until};
 
 const SCENARIO: &str = "name = \"kv\"\n\
     [[nodes]]\nname = \"db1\"\ncommand = [\"kv\"]\naddress = \"10.8.0.1\"\n\
@@ -194,6 +198,26 @@ fn search_jobs(
     max_runs: u32,
     jobs: usize,
 ) -> (Result<SearchResult>, tempfile::TempDir) {
+    search_with_progress(fake, d, max_runs, jobs, &Lines::default())
+}
+
+/// The progress lines of a search, collected.
+#[derive(Default)]
+struct Lines(RefCell<Vec<String>>);
+
+impl Progress for Lines {
+    fn line(&self, text: &str) {
+        self.0.borrow_mut().push(text.to_string());
+    }
+}
+
+fn search_with_progress(
+    fake: &Fake,
+    d: &Diagnosis,
+    max_runs: u32,
+    jobs: usize,
+    progress: &dyn Progress,
+) -> (Result<SearchResult>, tempfile::TempDir) {
     let scenario = Scenario::parse(SCENARIO, "t").unwrap();
     let out = tempfile::tempdir().unwrap();
     let cfg = SearchConfig {
@@ -203,7 +227,7 @@ fn search_jobs(
         keep_bytes: u64::MAX,
         jobs,
     };
-    let result = Search::new(&scenario, d, cfg, fake).and_then(Search::run);
+    let result = Search::new(&scenario, d, cfg, fake, progress).and_then(Search::run);
     (result, out)
 }
 
@@ -654,7 +678,8 @@ fn best_right_after_a_bug_run_is_not_zero() {
         keep_bytes: u64::MAX,
         jobs: 1,
     };
-    let mut s = Search::new(&scenario, &d, cfg, &fake).unwrap();
+    let lines = Lines::default();
+    let mut s = Search::new(&scenario, &d, cfg, &fake, &lines).unwrap();
     assert_eq!(s.best_short(), "-");
     s.runs_to_first = Some(2);
     assert_eq!(
@@ -662,9 +687,9 @@ fn best_right_after_a_bug_run_is_not_zero() {
         "1/1 (confirming)",
         "the run that showed the bug, before its confirmation"
     );
-    let plan = s.plan_of(&[0]);
+    let draft = s.draft_of(&[0]);
     s.best = Some((
-        plan,
+        draft,
         Confirmation {
             bugs: 0,
             runs: 2,
@@ -672,7 +697,6 @@ fn best_right_after_a_bug_run_is_not_zero() {
             low: 0.0,
             high: 0.66,
         },
-        1,
     ));
     assert_eq!(s.best_short(), "0/2", "runs with the bug of runs, not a bare 0%");
 }
@@ -885,4 +909,29 @@ fn one_job_and_three_jobs_find_the_same_schedule_the_same_way() {
         left.is_empty(),
         "runs made ahead and not used are removed: {left:?}"
     );
+}
+
+#[test]
+fn the_progress_sink_gets_the_lines_of_the_attempts_confirmations_and_replay() {
+    let d = diagnosis(vec![candidate(crash(), 0, 1, &[])]);
+    let progress_of = |jobs| {
+        let fake = Fake::new(|plan, _, _| !plan.is_empty());
+        let lines = Lines::default();
+        let r = search_with_progress(&fake, &d, 150, jobs, &lines).0.unwrap();
+        assert_eq!(r.outcome, Outcome::Reproduced);
+        lines.0.into_inner()
+    };
+    let lines = progress_of(1);
+    let mut expected = vec![
+        "[level 0 | attempt 1 | run 1/150 | best -] fault-free run: the oracle must not fire: bug no, fired 0/0"
+            .to_string(),
+        "[level 1 | attempt 2 | run 2/150 | best 1/1 (confirming)] the process and network faults in production order: bug YES, fired 1/1".into(),
+    ];
+    expected.extend((1..=7).map(|k| format!("    confirming: run {k}: bug yes")));
+    expected.push("    confirmation: 7/7 (100%, 95% CI 65–100%) (target met); best so far 7/7".into());
+    expected.extend(
+        (1..=REPLAY_RUNS).map(|k| format!("[replay | run {k}/10] the accepted schedule afresh: bug yes")),
+    );
+    assert_eq!(lines, expected);
+    assert_eq!(progress_of(3), lines, "side by side, the same lines");
 }
