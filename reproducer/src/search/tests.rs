@@ -1,6 +1,7 @@
 //! The search against a fake system: each test's `Fake` answers a plan the way a system
 //! with one known bug would (which fault fires, whether the oracle says "bug"), so every
-//! level, the confirmation, the minimization and the budget are checked without root.
+//! level, the confirmation, the minimization and the budget are checked without root; and
+//! the batch runner's runs made ahead and side by side, apart from the search.
 use std::cell::RefCell;
 use std::path::Path;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -934,4 +935,106 @@ fn the_progress_sink_gets_the_lines_of_the_attempts_confirmations_and_replay() {
     );
     assert_eq!(lines, expected);
     assert_eq!(progress_of(3), lines, "side by side, the same lines");
+}
+
+fn crash_of(node: &str) -> Schedule {
+    Schedule {
+        faults: vec![Fault {
+            node: node.into(),
+            context: Context::default(),
+            action: Action::Crash { signal: None },
+        }],
+    }
+}
+
+fn attempt_in(number: u32, dir: PathBuf) -> Attempt {
+    Attempt {
+        number,
+        level: 1,
+        what: format!("attempt {number}"),
+        schedule: String::new(),
+        bug: false,
+        fired: String::new(),
+        confirmation: None,
+        dir,
+        note: None,
+        runs_pruned: false,
+        timelines: Vec::new(),
+        surplus: Vec::new(),
+    }
+}
+
+#[test]
+fn the_batch_runner_hands_out_runs_made_ahead_and_removes_those_never_reached() {
+    let scenario = Scenario::parse(SCENARIO, "t").unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let mut log = AttemptLog::create(out.path(), u64::MAX).unwrap();
+    let fake = Fake::new(|_, _, _| false);
+    let mut batch = batch::BatchRunner::new(&fake, &scenario, 3);
+    let (a, b, c, d) = (
+        crash_of("db1"),
+        crash_of("db2"),
+        crash_of("db3"),
+        Schedule::default(),
+    );
+    let upcoming = [(b.clone(), "b"), (c.clone(), "c"), (d.clone(), "d")];
+    // c ran already: b and d run beside a
+    let (dir, run) = batch
+        .next(&log, &a, upcoming.iter().cloned(), 100, |s| s == &c)
+        .unwrap();
+    assert!(run.ran && run.result.is_ok());
+    assert_eq!((dir.clone(), fake.runs()), (out.path().join("attempts/001"), 3));
+    log.push(attempt_in(1, dir), &Default::default(), None).unwrap();
+    // b's turn: its run was made ahead, and its directory becomes the attempt's
+    let (dir, run) = batch.next(&log, &b, [(c.clone(), "c")], 100, |_| false).unwrap();
+    assert!(run.ran);
+    assert_eq!((dir.clone(), fake.runs()), (out.path().join("attempts/002"), 3));
+    assert!(dir.join("schedule.toml").is_file());
+    log.push(attempt_in(2, dir), &Default::default(), None).unwrap();
+    // the search ends before d's turn: d's run is surplus, listed in the attempt that made it
+    assert_eq!(batch.finish(&mut log).unwrap(), 1);
+    assert_eq!(log.attempts()[0].surplus.len(), 1);
+    assert!(
+        log.attempts()[0].surplus[0].starts_with("d (faults = []) ran side by side with this attempt"),
+        "{:?}",
+        log.attempts()[0].surplus
+    );
+    let ahead = std::fs::read_dir(out.path().join("attempts"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("ahead-"))
+        .count();
+    assert_eq!(ahead, 0, "the run made ahead and not used is removed");
+}
+
+#[test]
+fn the_batch_runner_hands_out_repeated_runs_in_order_and_removes_those_not_taken() {
+    let scenario = Scenario::parse(SCENARIO, "t").unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let fake = Fake::new(|_, _, _| false);
+    let mut batch = batch::BatchRunner::new(&fake, &scenario, 3);
+    let schedule = crash_of("db1");
+    let mut repeats = batch::Repeats::new(&schedule, out.path(), "confirm");
+    // runs 1–3 go together (--jobs 3); run 4 alone, the last one left
+    for k in 1..=4 {
+        let left = if k == 4 { 1 } else { 5 };
+        assert!(batch
+            .repeat(&mut repeats, k, left)
+            .unwrap()
+            .is_some_and(|r| r.ran));
+    }
+    assert_eq!(fake.runs(), 4);
+    assert_eq!(batch.discard(repeats), None, "every run made was taken");
+    let mut repeats = batch::Repeats::new(&schedule, out.path(), "run");
+    assert!(batch.repeat(&mut repeats, 1, 10).unwrap().is_some());
+    assert_eq!(fake.runs(), 7);
+    assert_eq!(batch.discard(repeats), Some((2, 3)));
+    assert!(out.path().join("run-01").is_dir());
+    assert!(!out.path().join("run-02").exists() && !out.path().join("run-03").exists());
+    let mut log = AttemptLog::create(out.path(), u64::MAX).unwrap();
+    assert_eq!(
+        batch.finish(&mut log).unwrap(),
+        2,
+        "the runs not taken are surplus"
+    );
 }
