@@ -11,7 +11,7 @@ use reproducer::model::plan::FaultPlan;
 use reproducer::model::scenario::Scenario;
 use reproducer::model::schedule::Schedule;
 use reproducer::report;
-use reproducer::search::{Outcome, Search, SearchConfig};
+use reproducer::search::{Outcome, Progress, Search, SearchConfig};
 use reproducer::testbed::executor::{run, RunOptions, RunReport};
 use reproducer::testbed::netbed;
 use reproducer::testbed::runas::check_accounts;
@@ -253,7 +253,7 @@ fn reproduce_cmd(a: ReproduceArgs) -> Result<bool> {
     // runner's other working directory
     let scenario_file = std::fs::canonicalize(&a.scenario).unwrap_or_else(|_| a.scenario.clone());
     let runner = TestbedRunner::new(&sc, &scenario_file, &timeline.functions);
-    let result = Search::new(&sc, &d, cfg, &runner)?.run()?;
+    let result = Search::new(&sc, &d, cfg, &runner, &Stderr)?.run()?;
     if let Some(text) = report::schedule_text(&sc, &result) {
         write_shared(&a.out.join("schedule.toml"), text.as_bytes())?;
     }
@@ -293,6 +293,15 @@ fn reproduce_cmd(a: ReproduceArgs) -> Result<bool> {
         );
     }
     Ok(matches!(result.outcome, Outcome::Reproduced))
+}
+
+/// The search's progress, a line at a time on stderr.
+struct Stderr;
+
+impl Progress for Stderr {
+    fn line(&self, text: &str) {
+        eprintln!("{text}");
+    }
 }
 
 /// ", --jobs N (K surplus runs)" when runs went side by side.

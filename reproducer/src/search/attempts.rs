@@ -16,6 +16,7 @@ use tracedump::merge::Merged;
 
 use super::confirm::Confirmation;
 use super::retention::{self, AttemptRuns, Pruned};
+use super::Progress;
 use crate::model::schedule::Schedule;
 
 #[derive(Clone, Debug, Serialize)]
@@ -154,11 +155,11 @@ impl AttemptLog {
         self.keep_bytes
     }
 
-    /// Writes the timelines of the runs that stayed; returns the attempts, and what pruning
-    /// removed.
-    pub fn finish(mut self) -> Result<(Vec<Attempt>, Pruned)> {
+    /// Writes the timelines of the runs that stayed (a trace that cannot be read gets a line
+    /// in `progress`); returns the attempts, and what pruning removed.
+    pub fn finish(mut self, progress: &dyn Progress) -> Result<(Vec<Attempt>, Pruned)> {
         for runs in &self.kept_runs {
-            let timelines = export_timelines(runs);
+            let timelines = export_timelines(runs, progress);
             if let Some(a) = self.attempts.iter_mut().find(|a| a.number == runs.number) {
                 a.timelines = timelines;
             }
@@ -172,7 +173,7 @@ impl AttemptLog {
 /// Writes each run's trace (`trace/*.tdump`) as one Perfetto timeline beside it; returns the
 /// files written, the attempt's own run first. A run without a trace gets none; a trace
 /// that cannot be read gets none and a warning: the search's result does not depend on it.
-fn export_timelines(runs: &AttemptRuns) -> Vec<PathBuf> {
+fn export_timelines(runs: &AttemptRuns, progress: &dyn Progress) -> Vec<PathBuf> {
     let mut dirs = runs.dirs.clone();
     // the attempt's run is right under its directory, confirmation runs one level deeper
     dirs.sort_by_key(|d| (d.components().count(), d.clone()));
@@ -194,7 +195,7 @@ fn export_timelines(runs: &AttemptRuns) -> Vec<PathBuf> {
         let file = trace_dir.join(TIMELINE_FILE);
         match Merged::read(&dumps).and_then(|m| tracedump::perfetto::write(&m, &file)) {
             Ok(_) => written.push(file),
-            Err(e) => eprintln!("    no timeline for run {}: {e:#}", dir.display()),
+            Err(e) => progress.line(&format!("    no timeline for run {}: {e:#}", dir.display())),
         }
     }
     written
@@ -230,6 +231,14 @@ mod tests {
     use super::*;
     use tracedump::dump::{write_dump, DumpContents, DumpMeta};
     use tracedump::record::{Payload, Record};
+
+    struct NoProgress;
+
+    impl Progress for NoProgress {
+        fn line(&self, text: &str) {
+            panic!("no progress line expected: {text}");
+        }
+    }
 
     fn attempt(number: u32, dir: PathBuf) -> Attempt {
         Attempt {
@@ -277,7 +286,7 @@ mod tests {
         // a run that failed before its trace was taken
         std::fs::create_dir_all(dir.join("confirm-02/reproducer-run-c")).unwrap();
         log.push(attempt(1, dir.clone()), &BTreeSet::new(), None).unwrap();
-        let (attempts, _) = log.finish().unwrap();
+        let (attempts, _) = log.finish(&NoProgress).unwrap();
         assert_eq!(
             attempts[0].timelines,
             vec![

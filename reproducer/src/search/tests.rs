@@ -1,13 +1,18 @@
 //! The search against a fake system: each test's `Fake` answers a plan the way a system
 //! with one known bug would (which fault fires, whether the oracle says "bug"), so every
-//! level, the confirmation, the minimization and the budget are checked without root.
+//! level, the confirmation, the minimization and the budget are checked without root; and
+//! the batch runner's runs made ahead and side by side, apart from the search.
+use std::cell::RefCell;
+use std::path::Path;
 use std::sync::atomic::{AtomicU32, Ordering};
 
+use super::levels::MAX_LONE_NETWORK_FAULTS;
 use super::runner::{Feedback, Runner};
 use super::*;
 use crate::analysis::binary::{Site, SiteKind};
 use crate::analysis::diagnose::{Candidate, Diagnosis, FaultGuess, Verdict};
 use crate::model::plan::{FaultPlan, Planned as PlannedAction, PlannedFault};
+use crate::model::schedule::{Context, FaultKind, Until};
 
 const SCENARIO: &str = "name = \"kv\"\n\
     [[nodes]]\nname = \"db1\"\ncommand = [\"kv\"]\naddress = \"10.8.0.1\"\n\
@@ -194,6 +199,26 @@ fn search_jobs(
     max_runs: u32,
     jobs: usize,
 ) -> (Result<SearchResult>, tempfile::TempDir) {
+    search_with_progress(fake, d, max_runs, jobs, &Lines::default())
+}
+
+/// The progress lines of a search, collected.
+#[derive(Default)]
+struct Lines(RefCell<Vec<String>>);
+
+impl Progress for Lines {
+    fn line(&self, text: &str) {
+        self.0.borrow_mut().push(text.to_string());
+    }
+}
+
+fn search_with_progress(
+    fake: &Fake,
+    d: &Diagnosis,
+    max_runs: u32,
+    jobs: usize,
+    progress: &dyn Progress,
+) -> (Result<SearchResult>, tempfile::TempDir) {
     let scenario = Scenario::parse(SCENARIO, "t").unwrap();
     let out = tempfile::tempdir().unwrap();
     let cfg = SearchConfig {
@@ -203,7 +228,7 @@ fn search_jobs(
         keep_bytes: u64::MAX,
         jobs,
     };
-    let result = Search::new(&scenario, d, cfg, fake).and_then(Search::run);
+    let result = Search::new(&scenario, d, cfg, fake, progress).and_then(Search::run);
     (result, out)
 }
 
@@ -654,7 +679,8 @@ fn best_right_after_a_bug_run_is_not_zero() {
         keep_bytes: u64::MAX,
         jobs: 1,
     };
-    let mut s = Search::new(&scenario, &d, cfg, &fake).unwrap();
+    let lines = Lines::default();
+    let mut s = Search::new(&scenario, &d, cfg, &fake, &lines).unwrap();
     assert_eq!(s.best_short(), "-");
     s.runs_to_first = Some(2);
     assert_eq!(
@@ -662,9 +688,9 @@ fn best_right_after_a_bug_run_is_not_zero() {
         "1/1 (confirming)",
         "the run that showed the bug, before its confirmation"
     );
-    let plan = s.plan_of(&[0]);
+    let draft = s.draft_of(&[0]);
     s.best = Some((
-        plan,
+        draft,
         Confirmation {
             bugs: 0,
             runs: 2,
@@ -672,7 +698,6 @@ fn best_right_after_a_bug_run_is_not_zero() {
             low: 0.0,
             high: 0.66,
         },
-        1,
     ));
     assert_eq!(s.best_short(), "0/2", "runs with the bug of runs, not a bare 0%");
 }
@@ -884,5 +909,132 @@ fn one_job_and_three_jobs_find_the_same_schedule_the_same_way() {
     assert!(
         left.is_empty(),
         "runs made ahead and not used are removed: {left:?}"
+    );
+}
+
+#[test]
+fn the_progress_sink_gets_the_lines_of_the_attempts_confirmations_and_replay() {
+    let d = diagnosis(vec![candidate(crash(), 0, 1, &[])]);
+    let progress_of = |jobs| {
+        let fake = Fake::new(|plan, _, _| !plan.is_empty());
+        let lines = Lines::default();
+        let r = search_with_progress(&fake, &d, 150, jobs, &lines).0.unwrap();
+        assert_eq!(r.outcome, Outcome::Reproduced);
+        lines.0.into_inner()
+    };
+    let lines = progress_of(1);
+    let mut expected = vec![
+        "[level 0 | attempt 1 | run 1/150 | best -] fault-free run: the oracle must not fire: bug no, fired 0/0"
+            .to_string(),
+        "[level 1 | attempt 2 | run 2/150 | best 1/1 (confirming)] the process and network faults in production order: bug YES, fired 1/1".into(),
+    ];
+    expected.extend((1..=7).map(|k| format!("    confirming: run {k}: bug yes")));
+    expected.push("    confirmation: 7/7 (100%, 95% CI 65–100%) (target met); best so far 7/7".into());
+    expected.extend(
+        (1..=REPLAY_RUNS).map(|k| format!("[replay | run {k}/10] the accepted schedule afresh: bug yes")),
+    );
+    assert_eq!(lines, expected);
+    assert_eq!(progress_of(3), lines, "side by side, the same lines");
+}
+
+fn crash_of(node: &str) -> Schedule {
+    Schedule {
+        faults: vec![Fault {
+            node: node.into(),
+            context: Context::default(),
+            action: Action::Crash { signal: None },
+        }],
+    }
+}
+
+fn attempt_in(number: u32, dir: PathBuf) -> Attempt {
+    Attempt {
+        number,
+        level: 1,
+        what: format!("attempt {number}"),
+        schedule: String::new(),
+        bug: false,
+        fired: String::new(),
+        confirmation: None,
+        dir,
+        note: None,
+        runs_pruned: false,
+        timelines: Vec::new(),
+        surplus: Vec::new(),
+    }
+}
+
+#[test]
+fn the_batch_runner_hands_out_runs_made_ahead_and_removes_those_never_reached() {
+    let scenario = Scenario::parse(SCENARIO, "t").unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let mut log = AttemptLog::create(out.path(), u64::MAX).unwrap();
+    let fake = Fake::new(|_, _, _| false);
+    let mut batch = batch::BatchRunner::new(&fake, &scenario, 3);
+    let (a, b, c, d) = (
+        crash_of("db1"),
+        crash_of("db2"),
+        crash_of("db3"),
+        Schedule::default(),
+    );
+    let upcoming = [(b.clone(), "b"), (c.clone(), "c"), (d.clone(), "d")];
+    // c ran already: b and d run beside a
+    let (dir, run) = batch
+        .next(&log, &a, upcoming.iter().cloned(), 100, |s| s == &c)
+        .unwrap();
+    assert!(run.ran && run.result.is_ok());
+    assert_eq!((dir.clone(), fake.runs()), (out.path().join("attempts/001"), 3));
+    log.push(attempt_in(1, dir), &Default::default(), None).unwrap();
+    // b's turn: its run was made ahead, and its directory becomes the attempt's
+    let (dir, run) = batch.next(&log, &b, [(c.clone(), "c")], 100, |_| false).unwrap();
+    assert!(run.ran);
+    assert_eq!((dir.clone(), fake.runs()), (out.path().join("attempts/002"), 3));
+    assert!(dir.join("schedule.toml").is_file());
+    log.push(attempt_in(2, dir), &Default::default(), None).unwrap();
+    // the search ends before d's turn: d's run is surplus, listed in the attempt that made it
+    assert_eq!(batch.finish(&mut log).unwrap(), 1);
+    assert_eq!(log.attempts()[0].surplus.len(), 1);
+    assert!(
+        log.attempts()[0].surplus[0].starts_with("d (faults = []) ran side by side with this attempt"),
+        "{:?}",
+        log.attempts()[0].surplus
+    );
+    let ahead = std::fs::read_dir(out.path().join("attempts"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("ahead-"))
+        .count();
+    assert_eq!(ahead, 0, "the run made ahead and not used is removed");
+}
+
+#[test]
+fn the_batch_runner_hands_out_repeated_runs_in_order_and_removes_those_not_taken() {
+    let scenario = Scenario::parse(SCENARIO, "t").unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let fake = Fake::new(|_, _, _| false);
+    let mut batch = batch::BatchRunner::new(&fake, &scenario, 3);
+    let schedule = crash_of("db1");
+    let mut repeats = batch::Repeats::new(&schedule, out.path(), "confirm");
+    // runs 1–3 go together (--jobs 3); run 4 alone, the last one left
+    for k in 1..=4 {
+        let left = if k == 4 { 1 } else { 5 };
+        assert!(batch
+            .repeat(&mut repeats, k, left)
+            .unwrap()
+            .is_some_and(|r| r.ran));
+    }
+    assert_eq!(fake.runs(), 4);
+    assert_eq!(batch.discard(repeats), None, "every run made was taken");
+    let mut repeats = batch::Repeats::new(&schedule, out.path(), "run");
+    assert!(batch.repeat(&mut repeats, 1, 10).unwrap().is_some());
+    assert_eq!(fake.runs(), 7);
+    assert_eq!(batch.discard(repeats), Some((2, 3)));
+    assert!(out.path().join("run-01").is_dir());
+    assert!(!out.path().join("run-02").exists() && !out.path().join("run-03").exists());
+    let mut log = AttemptLog::create(out.path(), u64::MAX).unwrap();
+    assert_eq!(
+        batch.finish(&mut log).unwrap(),
+        2,
+        "the runs not taken are surplus"
     );
 }

@@ -1,0 +1,175 @@
+//! Schedules in the making: a `Draft` is the faults chosen so far, each with the diagnosis
+//! candidate it came from (the level-1 fault of a candidate: its kind and inputs, no
+//! context), and the words the attempt log and the report use for them.
+use super::Search;
+use crate::analysis::diagnose::{Candidate, FaultGuess};
+use crate::model::schedule::{Action, Context, Direction, Fault, Schedule, Until};
+
+/// One fault of a draft, with the candidate (index into the search's causes) it came from.
+#[derive(Clone, Debug, PartialEq)]
+pub(super) struct DraftFault {
+    pub candidate: usize,
+    pub fault: Fault,
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(super) struct Draft {
+    pub faults: Vec<DraftFault>,
+}
+
+impl Draft {
+    pub fn schedule(&self) -> Schedule {
+        Schedule {
+            faults: self.faults.iter().map(|f| f.fault.clone()).collect(),
+        }
+    }
+}
+
+/// The symbol of a function spec (`binary:symbol` or `symbol`).
+pub(super) fn symbol_of(spec: &str) -> &str {
+    spec.rsplit(':').next().unwrap_or(spec)
+}
+
+fn names_last(functions: &[String]) -> &str {
+    functions.last().map(|s| symbol_of(s)).unwrap_or("")
+}
+
+impl Search<'_> {
+    pub(super) fn node_name(&self, i: usize) -> String {
+        self.scenario.nodes[i].name.clone()
+    }
+
+    /// The level-1 fault for candidate `c`: its kind and inputs, no context.
+    fn fault_of(&self, c: &Candidate) -> Option<Fault> {
+        let node = self.node_name(c.node?);
+        let action = match &c.guess {
+            FaultGuess::Syscall {
+                syscall,
+                errno,
+                path,
+                short,
+                persistent,
+                ..
+            } => Action::Syscall {
+                syscall: syscall.clone(),
+                errno: Some(errno.clone()),
+                path: path.clone(),
+                nth: 1,
+                short: *short,
+                until: persistent.then_some(Until::End),
+            },
+            FaultGuess::Crash { signal, .. } => Action::Crash {
+                signal: Some(signal.clone()),
+            },
+            FaultGuess::Pause { duration_ms, .. } => Action::Pause {
+                signal: None,
+                duration_ms: (*duration_ms).max(1),
+            },
+            FaultGuess::Partition { peer, duration_ms } => {
+                let has_addresses = self.scenario.nodes[c.node?].address.is_some()
+                    && self.scenario.nodes[*peer].address.is_some();
+                if !has_addresses {
+                    return None;
+                }
+                Action::Partition {
+                    peers: vec![self.node_name(*peer)],
+                    direction: Direction::Both,
+                    duration_ms: (*duration_ms).max(1),
+                }
+            }
+        };
+        Some(Fault {
+            node,
+            context: Context::default(),
+            action,
+        })
+    }
+
+    /// Candidates `members` (indexes into causes) as a draft in production order.
+    pub(super) fn draft_of(&self, members: &[usize]) -> Draft {
+        let mut idx: Vec<usize> = members.to_vec();
+        idx.sort_by_key(|&i| self.causes[i].at_ns);
+        Draft {
+            faults: idx
+                .into_iter()
+                .filter_map(|i| {
+                    Some(DraftFault {
+                        candidate: i,
+                        fault: self.fault_of(self.causes[i])?,
+                    })
+                })
+                .collect(),
+        }
+    }
+
+    pub(super) fn is_syscall(&self, i: usize) -> bool {
+        matches!(self.causes[i].guess, FaultGuess::Syscall { .. })
+    }
+
+    /// Candidate `i` in words: "crash (SIGKILL) of db1", "write failing with EIO on db2".
+    pub(super) fn describe(&self, i: usize) -> String {
+        let c = self.causes[i];
+        match &c.guess {
+            FaultGuess::Syscall {
+                syscall,
+                errno,
+                path,
+                short,
+                persistent,
+                ..
+            } => format!(
+                "{}{syscall} failing with {errno}{}{} on {}",
+                short
+                    .map(|b| format!("a short {syscall} of {b} bytes, then "))
+                    .unwrap_or_default(),
+                if *persistent { " from then on" } else { "" },
+                path.as_ref().map(|p| format!(" ({p})")).unwrap_or_default(),
+                c.who
+            ),
+            FaultGuess::Crash { signal, .. } => format!("crash ({signal}) of {}", c.who),
+            FaultGuess::Pause { duration_ms, .. } => format!("pause of {} for {duration_ms} ms", c.who),
+            FaultGuess::Partition { peer, duration_ms } => format!(
+                "partition {}–{} for {duration_ms} ms",
+                c.who,
+                self.node_name(*peer)
+            ),
+        }
+    }
+
+    /// A fault of the result in words: the candidate, the context it got, what production
+    /// showed.
+    pub(super) fn explain(&self, f: &DraftFault) -> String {
+        let c = self.causes[f.candidate];
+        let fault = &f.fault;
+        let mut context = Vec::new();
+        if let Action::Syscall { nth, .. } = fault.action {
+            if nth > 1 {
+                context.push(format!("at the matching call #{nth}"));
+            }
+        }
+        let functions = &fault.context.after_functions;
+        if !functions.is_empty() {
+            let names: Vec<&str> = functions.iter().map(|s| symbol_of(s)).collect();
+            context.push(format!("after {}", names.join(" → ")));
+        }
+        if let Some(off) = fault.context.offset {
+            context.push(format!("at +{off:#x} inside {}", names_last(functions)));
+        }
+        if c.node.map(|n| self.node_name(n)).as_deref() != Some(fault.node.as_str()) {
+            context.push(format!(
+                "moved to {} (it ran the context there: roles differ between runs)",
+                fault.node
+            ));
+        }
+        let context = if context.is_empty() {
+            "as soon as it is due (no context needed)".to_string()
+        } else {
+            context.join(", ")
+        };
+        format!(
+            "{} — {context}. Production: {}.",
+            self.describe(f.candidate),
+            c.why
+        )
+    }
+}

@@ -1,0 +1,305 @@
+//! The choices of levels 1–3: which drafts to try and in what order, from the diagnosis's
+//! candidates and each run's feedback. Level 1: the process and network faults in production
+//! order (each network fault alone when all of them together miss), then each syscall
+//! candidate with them; level 2: the Nth matching call, the burst repeated, the context
+//! functions (Algorithm 1) with amplification to the node that ran them; level 3: the call
+//! sites inside the last context function. Lists known ahead go to `evaluate_in_order`, so
+//! that with `--jobs` the next candidates run beside the one due.
+use std::ops::ControlFlow::{Break, Continue};
+use std::path::PathBuf;
+
+use anyhow::bail;
+
+use super::draft::{symbol_of, Draft};
+use super::runner::Feedback;
+use super::{Search, Step};
+use crate::analysis::diagnose::FaultGuess;
+use crate::model::schedule::{Action, FaultKind};
+use crate::model::{local_spec, resolve_binary};
+
+/// Level-2 syscall faults try the 2nd..Nth matching call at most up to this N.
+const MAX_NTH: u32 = 50;
+/// A failure production saw this many times in a row at most is also tried as many times.
+const MAX_REPEAT: u32 = 4;
+/// Level-1 and level-2 syscall candidates tried, best ranked first.
+const MAX_SYSCALL_CANDIDATES: usize = 8;
+/// Level-3 call sites tried inside one function, first ones first.
+const MAX_SITES: usize = 40;
+/// Network faults tried one at a time at level 1 (best ranked first) when all of them
+/// together did not show the bug: each costs a run before any syscall candidate is tried,
+/// and the diagnosis ranks the partitions that matter first, so a few are enough.
+pub(super) const MAX_LONE_NETWORK_FAULTS: usize = 4;
+
+impl Search<'_> {
+    /// The fault-free check, then levels 1, 2 and 3; Break when the search stops.
+    pub(super) fn levels(&mut self) -> Step<()> {
+        go!(self.check_oracle());
+        let backbone: Vec<usize> = (0..self.causes.len()).filter(|&i| !self.is_syscall(i)).collect();
+        let syscalls: Vec<usize> = (0..self.causes.len())
+            .filter(|&i| self.is_syscall(i))
+            .take(MAX_SYSCALL_CANDIDATES)
+            .collect();
+        self.level = 1;
+        let mut bases = Vec::new();
+        let with_syscall: Vec<(Draft, String)> = syscalls
+            .iter()
+            .map(|&s| {
+                let mut members = backbone.clone();
+                members.push(s);
+                let what = format!("{} with its production inputs", self.describe(s));
+                (self.draft_of(&members), what)
+            })
+            .collect();
+        if !backbone.is_empty() {
+            let draft = self.draft_of(&backbone);
+            let what = "the process and network faults in production order".to_string();
+            // the syscall candidates come next (after the network faults alone, if tried)
+            let whole = go!(self.evaluate(&draft, what, &with_syscall));
+            if !whole.bug {
+                // the subsets that showed the bug are refined first at level 2
+                bases.extend(go!(self.one_network_fault_at_a_time(&backbone)));
+            }
+            bases.push(draft);
+        }
+        go!(self.evaluate_in_order(&with_syscall, |_, _| Continue(())));
+        bases.extend(with_syscall.into_iter().map(|(draft, _)| draft));
+        self.level = 2;
+        let mut refined = Vec::new();
+        for base in bases {
+            refined.push(go!(self.level2(base)));
+        }
+        self.level = 3;
+        for draft in refined {
+            go!(self.level3(draft));
+        }
+        Ok(Continue(()))
+    }
+
+    /// Level 1 when all of the backbone together did not show the bug and it holds several
+    /// network faults: each of them alone with the process faults, best ranked first.
+    /// Diagnosed partitions injected together can cut off every member, so that the system
+    /// stops instead of misbehaving; production's failure may have needed only one of them.
+    /// Returns the drafts that showed the bug.
+    fn one_network_fault_at_a_time(&mut self, backbone: &[usize]) -> Step<Vec<Draft>> {
+        let is_network = |i: &usize| matches!(self.causes[*i].guess, FaultGuess::Partition { .. });
+        let network: Vec<usize> = backbone.iter().copied().filter(is_network).collect();
+        let process: Vec<usize> = backbone.iter().copied().filter(|i| !is_network(i)).collect();
+        let mut showed_bug = Vec::new();
+        if network.len() < 2 {
+            return Ok(Continue(showed_bug));
+        }
+        // causes are in rank order, so the first ones are the best ranked
+        let lone: Vec<(Draft, String)> = network
+            .iter()
+            .take(MAX_LONE_NETWORK_FAULTS)
+            .map(|&n| {
+                let mut members = process.clone();
+                members.push(n);
+                let what = format!("{} alone with the process faults", self.describe(n));
+                (self.draft_of(&members), what)
+            })
+            .collect();
+        go!(self.evaluate_in_order(&lone, |i, fb| {
+            if fb.bug {
+                showed_bug.push(lone[i].0.clone());
+            }
+            Continue(())
+        }));
+        Ok(Continue(showed_bug))
+    }
+
+    fn check_oracle(&mut self) -> Step<()> {
+        let fb = go!(self.evaluate(
+            &Draft::default(),
+            "fault-free run: the oracle must not fire".into(),
+            &[]
+        ));
+        if fb.bug {
+            let dir = self.log.attempts()[0].dir.display().to_string();
+            bail!("the oracle fires in a fault-free run (attempt dir {dir}): it must exit 0 only when the bug happened; fix the scenario's [oracle] before searching");
+        }
+        Ok(Continue(()))
+    }
+
+    /// Level 2 for one level-1 draft: the Nth call for its syscall fault, then the functions
+    /// that preceded each fault in production, nearest fault to the failure first.
+    fn level2(&mut self, mut draft: Draft) -> Step<Draft> {
+        if let Some(k) = draft.faults.iter().position(|f| self.is_syscall(f.candidate)) {
+            draft = go!(self.nth_search(draft, k));
+            draft = go!(self.repeat_search(draft, k));
+        }
+        for k in (0..draft.faults.len()).rev() {
+            draft = go!(self.find_context(draft, k));
+        }
+        // a later fault's context may only be reachable once an earlier fault has its own
+        // (a crash in the right place makes the restarted node run its recovery code)
+        for k in (0..draft.faults.len()).rev() {
+            if draft.faults[k].fault.context.after_functions.is_empty() {
+                draft = go!(self.find_context(draft, k));
+            }
+        }
+        Ok(Continue(draft))
+    }
+
+    /// The syscall fault `k` at its 2nd, 3rd, ... matching call, until the calls end.
+    fn nth_search(&mut self, draft: Draft, k: usize) -> Step<Draft> {
+        let what = self.describe(draft.faults[k].candidate);
+        let trials: Vec<(Draft, String)> = (2..=MAX_NTH)
+            .map(|nth| {
+                let mut trial = draft.clone();
+                if let Action::Syscall { nth: n, .. } = &mut trial.faults[k].fault.action {
+                    *n = nth;
+                }
+                (trial, format!("{what}, call #{nth}"))
+            })
+            .collect();
+        go!(self.evaluate_in_order(&trials, |i, fb| {
+            let nth = i as u32 + 2;
+            if !fb.fired[k] && fb.matched.get(k).copied().unwrap_or(0) < nth {
+                Break(()) // there were fewer matching calls: later ones do not exist either
+            } else {
+                Continue(())
+            }
+        }));
+        Ok(Continue(draft))
+    }
+
+    /// A failure that persisted in production (a disk that stays full fails the write and
+    /// the flush at close) may matter only when it persists: the same fault again for each
+    /// further occurrence of its production burst, on consecutive matching calls.
+    fn repeat_search(&mut self, draft: Draft, k: usize) -> Step<Draft> {
+        let times = self.causes[draft.faults[k].candidate].burst.min(MAX_REPEAT);
+        if times < 2 {
+            return Ok(Continue(draft));
+        }
+        let mut trial = draft.clone();
+        for _ in 1..times {
+            trial.faults.insert(k + 1, draft.faults[k].clone());
+        }
+        let what = format!(
+            "{}, {times} matching calls in a row",
+            self.describe(draft.faults[k].candidate)
+        );
+        go!(self.evaluate(&trial, what, &[]));
+        Ok(Continue(draft))
+    }
+
+    /// Algorithm 1: grow the context of fault `k` with the unique functions that preceded it
+    /// in production, nearest first, while the run still reaches the fault.
+    fn find_context(&mut self, mut draft: Draft, k: usize) -> Step<Draft> {
+        let cand = self.causes[draft.faults[k].candidate];
+        if matches!(cand.guess, FaultGuess::Partition { .. }) && cand.preceding_functions.is_empty() {
+            return Ok(Continue(draft));
+        }
+        let node = cand.node.unwrap_or(0);
+        let mut context: Vec<String> = Vec::new();
+        for spec in &cand.preceding_functions {
+            let f = local_spec(self.scenario, node, spec);
+            if context.contains(&f) {
+                break;
+            }
+            let mut trial = draft.clone();
+            trial.faults[k].fault.context.after_functions = std::iter::once(f.clone())
+                .chain(context.iter().cloned())
+                .collect();
+            let names: Vec<&str> = trial.faults[k]
+                .fault
+                .context
+                .after_functions
+                .iter()
+                .map(|s| symbol_of(s))
+                .collect();
+            let what = format!(
+                "{} after {}",
+                self.describe(draft.faults[k].candidate),
+                names.join(" → ")
+            );
+            // each trial depends on the last one's result: nothing is known to come next
+            let fb = go!(self.evaluate(&trial, what, &[]));
+            if fb.fired[k] {
+                context.insert(0, f);
+                draft = trial;
+                continue;
+            }
+            match go!(self.amplify(&trial, k, &fb)) {
+                Some(moved) => {
+                    context.insert(0, f);
+                    draft = moved;
+                }
+                None => break,
+            }
+        }
+        Ok(Continue(draft))
+    }
+
+    /// The context did not complete on the production node: if another node ran its first
+    /// function in this run (roles differ between runs), try the fault there.
+    fn amplify(&mut self, trial: &Draft, k: usize, fb: &Feedback) -> Step<Option<Draft>> {
+        let fault = &trial.faults[k].fault;
+        if matches!(fault.kind(), FaultKind::Partition | FaultKind::Syscall) {
+            return Ok(Continue(None));
+        }
+        let first = symbol_of(&fault.context.after_functions[0]).to_string();
+        let here = self.scenario.node_index(&fault.node).unwrap_or(0);
+        let Some(other) = (0..self.scenario.nodes.len())
+            .find(|&n| n != here && fb.functions.get(n).is_some_and(|f| f.contains(&first)))
+        else {
+            return Ok(Continue(None));
+        };
+        let mut moved = trial.clone();
+        moved.faults[k].fault.node = self.node_name(other);
+        let what = format!(
+            "amplification: the same fault on {} (it ran {first})",
+            self.node_name(other)
+        );
+        let fb2 = go!(self.evaluate(&moved, what, &[]));
+        Ok(Continue(fb2.fired[k].then_some(moved)))
+    }
+
+    /// Level 3: process faults at call sites inside the last function of their context.
+    fn level3(&mut self, draft: Draft) -> Step<()> {
+        for k in (0..draft.faults.len()).rev() {
+            let fault = &draft.faults[k].fault;
+            if !matches!(fault.kind(), FaultKind::Crash | FaultKind::Pause)
+                || fault.context.after_functions.is_empty()
+            {
+                continue;
+            }
+            let last = fault.context.after_functions.last().cloned().unwrap_or_default();
+            let node = self.scenario.node_index(&fault.node).unwrap_or(0);
+            let (binary, symbol) = match last.rsplit_once(':') {
+                Some((b, s)) => (PathBuf::from(b), s.to_string()),
+                None => (
+                    resolve_binary(&self.scenario.nodes[node].command[0]),
+                    last.clone(),
+                ),
+            };
+            let sites = match self.runner.injection_sites(&binary, &symbol) {
+                Ok(s) => s,
+                Err(e) => {
+                    self.progress
+                        .line(&format!("reproduce: level 3 skips {symbol}: {e:#}"));
+                    continue;
+                }
+            };
+            let trials: Vec<(Draft, String)> = sites
+                .into_iter()
+                .take(MAX_SITES)
+                .map(|site| {
+                    let mut trial = draft.clone();
+                    trial.faults[k].fault.context.offset = Some(site.offset);
+                    let what = format!(
+                        "{} at {symbol}+{:#x} ({:?}: {})",
+                        self.describe(draft.faults[k].candidate),
+                        site.offset,
+                        site.kind,
+                        site.instruction
+                    );
+                    (trial, what)
+                })
+                .collect();
+            go!(self.evaluate_in_order(&trials, |_, _| Continue(())));
+        }
+        Ok(Continue(()))
+    }
+}
