@@ -1,8 +1,9 @@
 //! Functions probed with uprobes: the functions of one binary share one link where the
 //! kernel has uprobe-multi, calls counted without an event each, and the functions of a
-//! stripped Go binary (found in its .gopclntab).
+//! stripped Go binary (found in its .gopclntab); a function past the call limit detached.
 
 use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use crate::common::*;
 
@@ -118,6 +119,46 @@ fn functions_of_one_binary_share_a_link_and_are_counted_and_recorded() {
             "no uprobe-multi links on this kernel: one uprobe per function"
         );
     }
+}
+
+#[test]
+#[ignore = "system test: needs root (loads BPF programs, creates namespaces); scripts/test runs it"]
+fn a_function_past_the_call_limit_is_detached_and_the_others_still_counted() {
+    require_root();
+    let prog = eventgen_as("eg_detach");
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("detach.toml");
+    std::fs::write(
+        &config,
+        "function_events = false\ndetach_functions_after_calls = 1000\n",
+    )
+    .unwrap();
+    let marker = format!("{}:tracerd_test_marker", prog.display());
+    let other = format!("{}:tracerd_test_other", prog.display());
+    let d = Daemon::start(&[
+        "--config",
+        config.to_str().unwrap(),
+        "--target-comm",
+        "eg_detach",
+        "--uprobe",
+        &marker,
+        "--uprobe",
+        &other,
+    ]);
+    // the marker goes past the limit in the first run and is detached before the second:
+    // the second run's calls of it are not counted, the other function's are
+    run_prog(&prog, &["marker", "5000"]);
+    d.wait_for_log("detached 1 functions", Duration::from_secs(10));
+    run_prog(&prog, &["marker", "5000"]);
+    let meta = inspect_meta(&d.dump());
+    assert_eq!(
+        meta["function_calls"],
+        serde_json::json!([5000, 2]),
+        "{}",
+        d.log_text()
+    );
+    assert_eq!(meta["detached_functions"], serde_json::json!([0]));
+    assert_eq!(meta["unattached_functions"], serde_json::json!([]));
 }
 
 #[test]

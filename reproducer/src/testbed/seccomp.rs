@@ -623,6 +623,7 @@ mod tests {
     }
 
     #[test]
+    #[ignore = "needs root (installs seccomp filters, reads another process's memory); scripts/test runs it"]
     fn third_write_to_file_fails_with_enospc() {
         require_root();
         let dir = tempfile::tempdir().expect("tempdir");
@@ -647,6 +648,7 @@ mod tests {
     }
 
     #[test]
+    #[ignore = "needs root (installs seccomp filters, reads another process's memory); scripts/test runs it"]
     fn read_string_reads_own_memory() {
         require_root();
         let s = std::ffi::CString::new("hello seccomp").expect("cstring");
@@ -657,6 +659,7 @@ mod tests {
     }
 
     #[test]
+    #[ignore = "needs root (installs seccomp filters, reads another process's memory); scripts/test runs it"]
     fn read_string_stops_at_end_of_mapping() {
         require_root();
         let page = page_size() as usize;
@@ -688,6 +691,7 @@ mod tests {
     }
 
     #[test]
+    #[ignore = "needs root (installs seccomp filters, reads another process's memory); scripts/test runs it"]
     fn openat_path_is_readable_and_fails_with_eacces() {
         require_root();
         const PATH: &str = "/nonexistent/seccomp-test-path";
