@@ -5,7 +5,7 @@ use super::Search;
 use crate::analysis::diagnose::{Candidate, FaultGuess};
 use crate::model::schedule::{Action, Context, Direction, Fault, Schedule, Until};
 
-/// One fault of a draft, with the candidate (index into the search's causes) it came from.
+/// One fault of a draft, with the candidate (index into the search's candidates) it came from.
 #[derive(Clone, Debug, PartialEq)]
 pub(super) struct DraftFault {
     pub candidate: usize,
@@ -85,17 +85,17 @@ impl Search<'_> {
         })
     }
 
-    /// Candidates `members` (indexes into causes) as a draft in production order.
+    /// Candidates `members` (indexes into the search's candidates) as a draft in production order.
     pub(super) fn draft_of(&self, members: &[usize]) -> Draft {
         let mut idx: Vec<usize> = members.to_vec();
-        idx.sort_by_key(|&i| self.causes[i].at_ns);
+        idx.sort_by_key(|&i| self.candidates[i].at_ns);
         Draft {
             faults: idx
                 .into_iter()
                 .filter_map(|i| {
                     Some(DraftFault {
                         candidate: i,
-                        fault: self.fault_of(self.causes[i])?,
+                        fault: self.fault_of(self.candidates[i])?,
                     })
                 })
                 .collect(),
@@ -103,12 +103,12 @@ impl Search<'_> {
     }
 
     pub(super) fn is_syscall(&self, i: usize) -> bool {
-        matches!(self.causes[i].guess, FaultGuess::Syscall { .. })
+        matches!(self.candidates[i].guess, FaultGuess::Syscall { .. })
     }
 
     /// Candidate `i` in words: "crash (SIGKILL) of db1", "write failing with EIO on db2".
     pub(super) fn describe(&self, i: usize) -> String {
-        let c = self.causes[i];
+        let c = self.candidates[i];
         match &c.guess {
             FaultGuess::Syscall {
                 syscall,
@@ -139,7 +139,7 @@ impl Search<'_> {
     /// A fault of the result in words: the candidate, the context it got, what production
     /// showed.
     pub(super) fn explain(&self, f: &DraftFault) -> String {
-        let c = self.causes[f.candidate];
+        let c = self.candidates[f.candidate];
         let fault = &f.fault;
         let mut context = Vec::new();
         if let Action::Syscall { nth, .. } = fault.action {

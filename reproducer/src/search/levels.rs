@@ -34,13 +34,14 @@ impl Search<'_> {
     /// The fault-free check, then levels 1, 2 and 3; Break when the search stops.
     pub(super) fn levels(&mut self) -> Step<()> {
         go!(self.check_oracle());
-        let backbone: Vec<usize> = (0..self.causes.len()).filter(|&i| !self.is_syscall(i)).collect();
-        let syscalls: Vec<usize> = (0..self.causes.len())
+        let backbone: Vec<usize> = (0..self.causes_end).filter(|&i| !self.is_syscall(i)).collect();
+        let syscalls: Vec<usize> = (0..self.causes_end)
             .filter(|&i| self.is_syscall(i))
             .take(MAX_SYSCALL_CANDIDATES)
             .collect();
         self.level = 1;
         let mut bases = Vec::new();
+        let mut showed_bug = false;
         let with_syscall: Vec<(Draft, String)> = syscalls
             .iter()
             .map(|&s| {
@@ -55,14 +56,23 @@ impl Search<'_> {
             let what = "the process and network faults in production order".to_string();
             // the syscall candidates come next (after the network faults alone, if tried)
             let whole = go!(self.evaluate(&draft, what, &with_syscall));
+            showed_bug |= whole.bug;
             if !whole.bug {
                 // the subsets that showed the bug are refined first at level 2
                 bases.extend(go!(self.one_network_fault_at_a_time(&backbone)));
             }
             bases.push(draft);
         }
-        go!(self.evaluate_in_order(&with_syscall, |_, _| Continue(())));
+        go!(self.evaluate_in_order(&with_syscall, |_, fb| {
+            showed_bug |= fb.bug;
+            Continue(())
+        }));
         bases.extend(with_syscall.into_iter().map(|(draft, _)| draft));
+        if !showed_bug {
+            let aside = go!(self.set_aside_alone());
+            // they showed the bug where the causes did not: refined first
+            bases.splice(0..0, aside);
+        }
         self.level = 2;
         let mut refined = Vec::new();
         for base in bases {
@@ -81,7 +91,7 @@ impl Search<'_> {
     /// stops instead of misbehaving; production's failure may have needed only one of them.
     /// Returns the drafts that showed the bug.
     fn one_network_fault_at_a_time(&mut self, backbone: &[usize]) -> Step<Vec<Draft>> {
-        let is_network = |i: &usize| matches!(self.causes[*i].guess, FaultGuess::Partition { .. });
+        let is_network = |i: &usize| matches!(self.candidates[*i].guess, FaultGuess::Partition { .. });
         let network: Vec<usize> = backbone.iter().copied().filter(is_network).collect();
         let process: Vec<usize> = backbone.iter().copied().filter(|i| !is_network(i)).collect();
         let mut showed_bug = Vec::new();
@@ -102,6 +112,27 @@ impl Search<'_> {
         go!(self.evaluate_in_order(&lone, |i, fb| {
             if fb.bug {
                 showed_bug.push(lone[i].0.clone());
+            }
+            Continue(())
+        }));
+        Ok(Continue(showed_bug))
+    }
+
+    /// Level 1's last drafts, when none so far showed the bug: each candidate the diagnosis
+    /// set aside, alone, in rank order — before level 2 spends the budget on the Nth calls
+    /// of the causes. Returns the drafts that showed the bug.
+    fn set_aside_alone(&mut self) -> Step<Vec<Draft>> {
+        let drafts: Vec<(Draft, String)> = (self.causes_end..self.candidates.len())
+            .map(|i| {
+                let c = self.candidates[i];
+                let what = format!("{} alone, though set aside ({})", self.describe(i), c.why);
+                (self.draft_of(&[i]), what)
+            })
+            .collect();
+        let mut showed_bug = Vec::new();
+        go!(self.evaluate_in_order(&drafts, |i, fb| {
+            if fb.bug {
+                showed_bug.push(drafts[i].0.clone());
             }
             Continue(())
         }));
@@ -168,7 +199,7 @@ impl Search<'_> {
     /// the flush at close) may matter only when it persists: the same fault again for each
     /// further occurrence of its production burst, on consecutive matching calls.
     fn repeat_search(&mut self, draft: Draft, k: usize) -> Step<Draft> {
-        let times = self.causes[draft.faults[k].candidate].burst.min(MAX_REPEAT);
+        let times = self.candidates[draft.faults[k].candidate].burst.min(MAX_REPEAT);
         if times < 2 {
             return Ok(Continue(draft));
         }
@@ -187,7 +218,7 @@ impl Search<'_> {
     /// Algorithm 1: grow the context of fault `k` with the unique functions that preceded it
     /// in production, nearest first, while the run still reaches the fault.
     fn find_context(&mut self, mut draft: Draft, k: usize) -> Step<Draft> {
-        let cand = self.causes[draft.faults[k].candidate];
+        let cand = self.candidates[draft.faults[k].candidate];
         if matches!(cand.guess, FaultGuess::Partition { .. }) && cand.preceding_functions.is_empty() {
             return Ok(Continue(draft));
         }

@@ -53,7 +53,7 @@ mod minimize;
 pub mod retention;
 pub mod runner;
 
-use crate::analysis::diagnose::{Candidate, Diagnosis};
+use crate::analysis::diagnose::{Candidate, Diagnosis, FaultGuess, Verdict};
 use crate::model::scenario::Scenario;
 use crate::model::schedule::{Action, Fault, Schedule};
 use attempts::{Attempt, AttemptLog};
@@ -143,10 +143,32 @@ pub fn level_of(schedule: &Schedule) -> u8 {
     schedule.faults.iter().map(level).max().unwrap_or(0)
 }
 
+/// Set-aside candidates level 1 tries, each alone, when no draft of the causes showed the
+/// bug: a run each, so a few, best ranked first.
+pub(super) const MAX_SET_ASIDE: usize = 4;
+
+/// The process and network faults the diagnosis set aside (benign, explained, late) on a
+/// scenario node, in its rank order: a rule that excused a silence or a pause is what
+/// misses real partitions. Failed calls set aside are not tried yet: the profile saw them
+/// at their rate in fault-free runs, and failing one at its first call could bring the
+/// symptom back through another fault than production's.
+fn set_aside(diagnosis: &Diagnosis) -> Vec<&Candidate> {
+    let mut out: Vec<&Candidate> = diagnosis
+        .candidates
+        .iter()
+        .filter(|c| c.verdict != Verdict::Cause && c.node.is_some())
+        .filter(|c| !matches!(c.guess, FaultGuess::Syscall { .. }))
+        .collect();
+    out.truncate(MAX_SET_ASIDE);
+    out
+}
+
 pub struct Search<'a> {
     scenario: &'a Scenario,
-    /// the diagnosis's causes on a scenario node, in rank order
-    causes: Vec<&'a Candidate>,
+    /// the diagnosis's causes on a scenario node in rank order, then (from `causes_end`)
+    /// the candidates it set aside that level 1 tries last (`set_aside`)
+    candidates: Vec<&'a Candidate>,
+    causes_end: usize,
     cfg: SearchConfig,
     runner: &'a dyn Runner,
     /// the runs, made one at a time or side by side
@@ -179,11 +201,14 @@ impl<'a> Search<'a> {
         runner: &'a dyn Runner,
         progress: &'a dyn Progress,
     ) -> Result<Search<'a>> {
-        let causes: Vec<&Candidate> = diagnosis.causes().filter(|c| c.node.is_some()).collect();
+        let mut candidates: Vec<&Candidate> = diagnosis.causes().filter(|c| c.node.is_some()).collect();
+        let causes_end = candidates.len();
+        candidates.extend(set_aside(diagnosis));
         let log = AttemptLog::create(&cfg.out, cfg.keep_bytes)?;
         Ok(Search {
             scenario,
-            causes,
+            candidates,
+            causes_end,
             batch: BatchRunner::new(runner, scenario, cfg.jobs),
             cfg,
             runner,
@@ -203,7 +228,7 @@ impl<'a> Search<'a> {
 
     /// The levels until one meets the target, then the winner minimized and replayed afresh.
     pub fn run(mut self) -> Result<SearchResult> {
-        if self.causes.is_empty() {
+        if self.candidates.is_empty() {
             bail!("the dumps show no fault to inject on a scenario node (see `reproducer diagnose`): nothing to search");
         }
         let outcome = match self.levels()? {

@@ -1038,3 +1038,43 @@ fn the_batch_runner_hands_out_repeated_runs_in_order_and_removes_those_not_taken
         "the runs not taken are surplus"
     );
 }
+
+#[test]
+fn a_partition_the_diagnosis_set_aside_is_tried_when_the_causes_miss() {
+    let reset = FaultGuess::Syscall {
+        syscall: "write".into(),
+        errno: "ECONNRESET".into(),
+        path: None,
+        raw_path: None,
+        short: None,
+        persistent: false,
+    };
+    let mut idle = candidate(partition(1, 7000), 0, 2, &[]);
+    idle.verdict = Verdict::Benign;
+    idle.why = "an idle connection: fault-free runs see db1→db2 port 7000 silent for up to 5001 ms".into();
+    let d = diagnosis(vec![candidate(reset, 0, 9, &[]), idle]);
+    let mut fake = Fake::new(|plan, _, _| has_kind(plan, FaultKind::Partition));
+    let lines = Lines::default();
+    let (r, _out) = search_with_progress(&mut fake, &d, 150, 1, &lines);
+    let r = r.unwrap();
+    assert_eq!(
+        (r.outcome.clone(), r.level),
+        (Outcome::Reproduced, 1),
+        "{:?}",
+        r.chosen
+    );
+    let schedule = r.schedule.unwrap();
+    assert_eq!(schedule.faults.len(), 1);
+    assert_eq!(schedule.faults[0].kind(), FaultKind::Partition);
+    // the fault-free check, the cause at level 1, then the set-aside partition alone
+    assert_eq!(r.runs_to_first, Some(3), "{:?}", lines.0.borrow());
+    assert!(
+        lines
+            .0
+            .borrow()
+            .iter()
+            .any(|l| l.contains("alone, though set aside (an idle connection")),
+        "{:?}",
+        lines.0.borrow()
+    );
+}

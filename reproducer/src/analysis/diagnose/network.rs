@@ -101,6 +101,7 @@ impl Builder<'_> {
                 start,
                 end,
                 resumed: !g.ongoing,
+                packets: g.packets,
                 torn_down: g.ongoing && end + AT_DUMP_NS < taken,
                 beyond_norm: norm,
             });
@@ -122,15 +123,10 @@ impl Builder<'_> {
     }
 
     /// One node pair's overlapping silences as a partition candidate: the time every
-    /// connection was silent (from the latest start to the earliest resumption), a cause only
-    /// when corroborated.
+    /// connection was silent (`partition_span`), a cause only when corroborated.
     fn partition(&self, group: &[Silence]) -> Candidate {
         let (lo, hi) = group[0].pair;
-        let start = group.iter().map(|s| s.start).max().unwrap_or(0);
-        let resumed_end = group.iter().filter(|s| s.resumed).map(|s| s.end).min();
-        let end = resumed_end
-            .filter(|&e| e > start)
-            .unwrap_or_else(|| group.iter().map(|s| s.end).max().unwrap_or(start));
+        let (start, end) = partition_span(group);
         let duration_ms = (end - start) / 1_000_000;
         let mut c = self.candidate(
             group[0].event,
@@ -236,10 +232,48 @@ struct Silence<'e> {
     end: u64,
     /// a packet ended it
     resumed: bool,
+    /// packets the connection carried before it went silent
+    packets: u64,
     /// the connection closed while silent, before the dump
     torn_down: bool,
     /// the profile knows this pair and port, silent at most this long (ms) without faults
     beyond_norm: Option<u64>,
+}
+
+/// A connection that had carried no more packets than this when it went silent may have
+/// been opened just then (a handshake and a message or two).
+const YOUNG_PACKETS: u64 = 4;
+
+/// When a pair's overlapping silences say no packet passed between the nodes: the longest
+/// stretch between two moments of traffic (a silence's start is its connection's last
+/// packet, a resumed silence's end its next one) that every connection spent silent — or
+/// had not opened yet, for a connection with a few packets whose silence begins after it
+/// (opened during the heal: it does not shorten the partition to its own overlap). Falls
+/// back to the latest start and earliest resumption when no stretch qualifies.
+fn partition_span(group: &[Silence]) -> (u64, u64) {
+    let mut moments: Vec<u64> = group.iter().map(|s| s.start).collect();
+    moments.extend(group.iter().filter(|s| s.resumed).map(|s| s.end));
+    moments.extend(group.iter().map(|s| s.end).max());
+    moments.sort_unstable();
+    moments.dedup();
+    let silent_throughout = |a: u64, b: u64| {
+        group
+            .iter()
+            .all(|s| (s.start <= a && s.end >= b) || (s.packets <= YOUNG_PACKETS && s.start >= b))
+    };
+    let best = moments
+        .windows(2)
+        .map(|w| (w[0], w[1]))
+        .filter(|&(a, b)| silent_throughout(a, b))
+        .max_by_key(|&(a, b)| (b - a, std::cmp::Reverse(a)));
+    best.unwrap_or_else(|| {
+        let start = group.iter().map(|s| s.start).max().unwrap_or(0);
+        let resumed_end = group.iter().filter(|s| s.resumed).map(|s| s.end).min();
+        let end = resumed_end
+            .filter(|&e| e > start)
+            .unwrap_or_else(|| group.iter().map(|s| s.end).max().unwrap_or(start));
+        (start, end)
+    })
 }
 
 /// Groups of silences of the same node pair that overlap in time (touching is not

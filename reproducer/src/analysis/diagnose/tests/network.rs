@@ -97,6 +97,48 @@ mod three_nodes {
     use super::super::fixtures::three_nodes::{gap, partitions, scenario, state, timeline, DUMP_AT, S};
     use super::*;
 
+    fn cause_ms(d: &Diagnosis) -> Vec<u64> {
+        partitions(d, Verdict::Cause)
+            .iter()
+            .map(|c| match c.guess {
+                FaultGuess::Partition { duration_ms, .. } => duration_ms,
+                _ => unreachable!(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_partition_keeps_its_length_when_a_connection_opens_during_the_heal() {
+        let s = scenario();
+        // two old connections silent 6.8 s from 100 s; at the heal a new connection
+        // (a handshake and one message) goes silent 50 ms before the old ones resume
+        let old = |port: u16, at: u64| {
+            gap(
+                at,
+                0,
+                &format!("10.9.0.1:{port}"),
+                "10.9.0.2:7000",
+                6800,
+                900,
+                false,
+            )
+        };
+        let heal = 100 * S + 6750 * 1_000_000;
+        let events = vec![
+            old(41000, 100 * S),
+            old(41001, 100 * S + 20 * 1_000_000),
+            gap(heal, 0, "10.9.0.1:41002", "10.9.0.2:7000", 300, 3, false),
+        ];
+        let d = diagnose(&timeline(events.clone()), Some(&s), None);
+        assert_eq!(cause_ms(&d), [6730], "{:#?}", d.candidates);
+        // a silence that began later on a busy connection is traffic until then: the
+        // partition starts there, not at the idle one's start
+        let mut events = events;
+        events[2] = gap(103 * S, 0, "10.9.0.1:41002", "10.9.0.2:7000", 3800, 900, false);
+        let d = diagnose(&timeline(events), Some(&s), None);
+        assert_eq!(cause_ms(&d), [3800], "{:#?}", d.candidates);
+    }
+
     #[test]
     fn gaps_and_pauses_start_at_their_time_stamp() {
         let s = scenario();
