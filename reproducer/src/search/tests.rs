@@ -1053,9 +1053,9 @@ fn a_partition_the_diagnosis_set_aside_is_tried_when_the_causes_miss() {
     idle.verdict = Verdict::Benign;
     idle.why = "an idle connection: fault-free runs see db1→db2 port 7000 silent for up to 5001 ms".into();
     let d = diagnosis(vec![candidate(reset, 0, 9, &[]), idle]);
-    let mut fake = Fake::new(|plan, _, _| has_kind(plan, FaultKind::Partition));
+    let fake = Fake::new(|plan, _, _| has_kind(plan, FaultKind::Partition));
     let lines = Lines::default();
-    let (r, _out) = search_with_progress(&mut fake, &d, 150, 1, &lines);
+    let (r, _out) = search_with_progress(&fake, &d, 150, 1, &lines);
     let r = r.unwrap();
     assert_eq!(
         (r.outcome.clone(), r.level),
