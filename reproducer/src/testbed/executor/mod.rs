@@ -3,9 +3,12 @@
 //! behind. Each mechanism gets the same plan. Faults without a context are injected from
 //! here as soon as they become current (and their node is up); faults with one are injected
 //! by the probes.
+//!
+//! Here the run's options, report and state, its course (`run`, `drive`) and its teardown;
+//! the node processes in `node_procs`, the faults fired in `firing`, the tracing session's
+//! configuration in `trace_config`.
 use std::collections::BTreeSet;
 use std::os::unix::fs::PermissionsExt;
-use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::Child;
 use std::sync::atomic::Ordering;
@@ -15,15 +18,21 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
-use super::injector::{boottime_ns, probe_names, InjEvent, Injector, NodeInfo};
+use super::injector::{boottime_ns, Injector, NodeInfo};
 use super::netbed::Netbed;
 use super::nodes::{self, Launch};
 use super::runas::RunAs;
-use super::supervisor::{self, Shared, SyscallFired};
+use super::supervisor::{Shared, SyscallFired};
 use crate::model::plan::{FaultPlan, Planned};
 use crate::model::resolve_binary;
 use crate::model::scenario::{Placeholders, Scenario};
-use crate::model::schedule::Until;
+
+mod firing;
+mod node_procs;
+mod trace_config;
+
+use trace_config::trace_config;
+pub use trace_config::PROFILE_GAP_MS;
 
 #[derive(Clone, Debug, Default)]
 pub struct RunOptions {
@@ -122,73 +131,6 @@ struct Run<'a> {
     /// last: fields drop in order, and the injector's TC hooks must go while the veths they
     /// sit on (and the run namespace this thread is in) still exist
     netbed: Netbed,
-}
-
-/// What a fired syscall fault did, for run.json and `run`: the path, and for a short or
-/// persistent fault what it wrote and how long it goes on.
-fn syscall_detail(s: &SyscallFired, action: &Planned) -> String {
-    let mut detail = s.path.clone().unwrap_or_default();
-    if let Some((done, asked)) = s.short {
-        detail += &format!(" (short: wrote {done} of {asked} bytes)");
-    }
-    if let Planned::Syscall {
-        until: Some(until), ..
-    } = action
-    {
-        detail += &match until {
-            Until::End => "; every later matching call fails until the end".to_string(),
-            Until::For(d) => format!(
-                "; every later matching call fails for {}",
-                humantime::format_duration(*d)
-            ),
-        };
-    }
-    detail
-}
-
-fn function_spec(func: &str, node: &NodeInfo) -> String {
-    if func.contains(':') {
-        func.to_string()
-    } else {
-        format!("{}:{func}", node.binary.display())
-    }
-}
-
-/// The gap threshold of profile runs: low enough that every connection between nodes that
-/// pauses at all is recorded with its longest silence.
-pub const PROFILE_GAP_MS: u64 = 200;
-
-fn trace_config(plan: &FaultPlan, infos: &[NodeInfo], opts: &RunOptions) -> tracerd::config::Config {
-    let extra = &opts.trace_functions;
-    let mut functions = BTreeSet::new();
-    for f in &plan.faults {
-        for func in &f.context().after_functions {
-            functions.insert(function_spec(func, &infos[f.node]));
-        }
-    }
-    for (node, func) in extra {
-        if let Some(info) = infos.get(*node) {
-            functions.insert(function_spec(func, info));
-        }
-    }
-    tracerd::config::Config {
-        targets_added_later: true,
-        ring_events: 200_000,
-        blob_bytes: 4 << 20,
-        // profile runs see shorter silences too: how long each connection normally idles
-        gap_ms: if opts.profiling { PROFILE_GAP_MS } else { 1000 },
-        pause_ms: 1000,
-        kernel_buffer_bytes: 4 << 20,
-        uprobe: functions.into_iter().collect(),
-        count_syscalls: opts.profiling,
-        // a run's trace is compared with production: every failure counts, whatever it costs
-        syscall_hook: tracerd::config::SyscallHook::Tracepoint,
-        function_events: !opts.profiling,
-        detach_functions_after_calls: opts.detach_functions_after_calls,
-        tolerate_unattachable_functions: opts.profiling,
-        dump_every_connection: opts.profiling,
-        ..Default::default()
-    }
 }
 
 /// Refuses a scenario whose programs are not there, before anything starts.
@@ -401,96 +343,6 @@ impl Run<'_> {
         self.workdir.join(format!("{name}.log"))
     }
 
-    fn launch(&mut self, i: usize) -> Result<()> {
-        let node = &self.scenario.nodes[i];
-        let argv = self.vars.expand_all(&node.command)?;
-        let netns = self.netbed.of(&node.name).map(|n| n.netns.clone());
-        let syscalls = &self.notify_syscalls[i];
-        let filter = (!syscalls.is_empty()).then(|| super::seccomp::notify_filter(syscalls));
-        let (parent_end, child_end) = UnixStream::pair()?;
-        let log = self.log_of(&node.name);
-        let launch = Launch {
-            argv: &argv,
-            log: &log,
-            netns: netns.as_deref(),
-            cwd: &self.workdir,
-            seccomp: filter
-                .as_deref()
-                .map(|f| (f, std::os::fd::AsRawFd::as_raw_fd(&child_end))),
-            register: &[(self.injector.node_map_fd(), (i as u32).to_ne_bytes())],
-            trace: Some(self.session.register_target_fd()),
-            user: self.users[i].as_ref(),
-        };
-        if filter.is_some() {
-            self.supervisors
-                .push(supervisor::spawn(self.shared.clone(), i, parent_end)?);
-        }
-        let child = nodes::spawn(&launch)?;
-        drop(child_end);
-        let pid = child.id();
-        self.vars.pids.insert(node.name.clone(), pid);
-        self.report.launched.push((node.name.clone(), pid));
-        let proc = NodeProc {
-            child: Some(child),
-            pid,
-            ready: false,
-        };
-        if i < self.procs.len() {
-            self.procs[i] = proc;
-        } else {
-            self.procs.push(proc);
-        }
-        self.wait_ready(i)
-    }
-
-    fn wait_ready(&mut self, i: usize) -> Result<()> {
-        let node = &self.scenario.nodes[i];
-        let Some(ready) = &node.ready else {
-            self.procs[i].ready = true;
-            return Ok(());
-        };
-        let argv = self.vars.expand_all(ready)?;
-        let netns = self.netbed.of(&node.name).map(|n| n.netns.clone());
-        let log = self.workdir.join(format!("{}.ready.log", node.name));
-        let give_up = Instant::now() + Duration::from_secs(self.scenario.ready_timeout_s());
-        while Instant::now() < give_up {
-            if crate::interrupt::requested() {
-                bail!("interrupted");
-            }
-            if let Some(status) = self.procs[i]
-                .child
-                .as_mut()
-                .and_then(|c| c.try_wait().ok().flatten())
-            {
-                let log = nodes::log_tail(&self.log_of(&node.name), 10);
-                return Err(NotStarted(format!(
-                    "node {} exited ({status}) before it was ready; its log ends: {log}",
-                    node.name
-                ))
-                .into());
-            }
-            let status = nodes::run_until(
-                &argv,
-                netns.as_deref(),
-                &self.workdir,
-                &log,
-                Instant::now() + Duration::from_secs(5),
-            )?;
-            if status.is_some_and(|s| s.success()) {
-                self.procs[i].ready = true;
-                return Ok(());
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let log = nodes::log_tail(&self.log_of(&node.name), 10);
-        Err(NotStarted(format!(
-            "node {} never became ready ({}); its log ends: {log}",
-            node.name,
-            ready.join(" ")
-        ))
-        .into())
-    }
-
     /// Ends a run whose node did not start: what fired until then, the trace, run.json.
     fn end_not_started(&mut self, e: &anyhow::Error) -> Result<()> {
         let events = self.injector.poll(Duration::from_millis(50))?;
@@ -508,110 +360,6 @@ impl Run<'_> {
         };
         self.report.not_started = Some(format!("{e}; {fired} before it was ready"));
         self.finish_report()
-    }
-
-    fn record(&mut self, fault: usize, pid: u32, tid: u32, ts_ns: u64, detail: String) {
-        let f = &self.plan.faults[fault];
-        self.report.fired.push(Fired {
-            fault: fault + 1,
-            kind: f.kind().name().to_string(),
-            node: f.fault.node.clone(),
-            at_ms: ts_ns.saturating_sub(self.started_boot_ns) / 1_000_000,
-            pid,
-            tid,
-            detail,
-        });
-        if let Planned::Pause { duration, .. } = f.action {
-            self.resumes.push((Instant::now() + duration, pid));
-        }
-    }
-
-    fn handle_probe_events(&mut self, events: Vec<InjEvent>) {
-        let names = probe_names(&self.injector.probes);
-        for e in events {
-            let name = names.get(&e.probe).cloned().unwrap_or_default();
-            self.report.context.push(format!(
-                "fault {}: {name} (step {}) in pid {}",
-                e.fault + 1,
-                e.step,
-                e.pid
-            ));
-            if e.fired {
-                self.record(e.fault, e.pid, e.tid, e.ts_ns, format!("at {name}"));
-            }
-        }
-        while let Ok(s) = self.fired_rx.try_recv() {
-            let detail = syscall_detail(&s, &self.plan.faults[s.fault].action);
-            self.record(s.fault, s.pid, s.tid, s.ts_ns, detail);
-        }
-    }
-
-    /// Injects the current process or network fault from here when it has no context and its
-    /// node is up; called from the loop that starts once every node is ready and the workload
-    /// runs (docs/reproducer.md says so).
-    fn fire_contextless(&mut self) -> Result<()> {
-        let (index, _) = self.injector.state()?;
-        let Some(f) = self.plan.faults.get(index) else {
-            return Ok(());
-        };
-        if !f.context().after_functions.is_empty() {
-            return Ok(());
-        }
-        let proc = &self.procs[f.node];
-        if !proc.ready || proc.child.is_none() {
-            return Ok(());
-        }
-        let pid = proc.pid;
-        match f.action {
-            Planned::Syscall { .. } => return Ok(()),
-            Planned::Partition { duration, .. } => self.injector.activate_partition(index, duration)?,
-            Planned::Crash { signal } | Planned::Pause { signal, .. } => {
-                // SAFETY: kill(2) of a node process we started.
-                unsafe { libc::kill(pid as i32, signal as i32) };
-            }
-        }
-        self.injector.advance_past(index)?;
-        self.record(
-            index,
-            pid,
-            pid,
-            boottime_ns(),
-            "no context: injected when it became current".into(),
-        );
-        Ok(())
-    }
-
-    fn resume_due(&mut self, all: bool) {
-        let now = Instant::now();
-        self.resumes.retain(|(at, pid)| {
-            if all || *at <= now {
-                // SAFETY: kill(2) of a node process we paused.
-                unsafe { libc::kill(*pid as i32, libc::SIGCONT) };
-                false
-            } else {
-                true
-            }
-        });
-    }
-
-    /// Restarts nodes that died and want it; marks the others down.
-    fn watch_nodes(&mut self) -> Result<()> {
-        for i in 0..self.procs.len() {
-            let exited = self.procs[i]
-                .child
-                .as_mut()
-                .and_then(|c| c.try_wait().ok().flatten())
-                .is_some();
-            if !exited {
-                continue;
-            }
-            self.procs[i].child = None;
-            self.procs[i].ready = false;
-            if self.scenario.nodes[i].restart {
-                self.launch(i)?;
-            }
-        }
-        Ok(())
     }
 
     fn drive(&mut self) -> Result<()> {

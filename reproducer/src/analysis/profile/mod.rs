@@ -1,0 +1,303 @@
+//! The profile: what a scenario's system does when nothing goes wrong (ROSE §4.2,
+//! "Profiling"), aggregated from the traces of K fault-free runs (crate::profiling makes
+//! them: every syscall counted per process, every call of every candidate function counted,
+//! no function events), and written as `profile.json`:
+//!
+//! - the syscall failures that happen anyway (benign failure signatures: node, syscall,
+//!   errno, normalized path), with their counts per run and per second,
+//! - syscall frequencies per node,
+//! - calls per candidate function, the infrequent ones (below a calls-per-second
+//!   threshold) marked: they are the functions worth tracing in production,
+//!
+//! - how long each node pair's connections fall silent (per pair and service port), so
+//!   that the diagnosis can tell an idle connection from a partition,
+//!
+//! plus `<stem>.functions`, the infrequent functions as `BINARY:SYMBOL` lines, which
+//! production tracerd reads with its `functions` setting. Paths are normalized with
+//! [`normalize_path`] so that a test run and a production host agree; the diagnosis uses
+//! the same function.
+//!
+//! Where each part lives: the file format and its reading and writing here, the functions
+//! and programs a profile counts in `candidates`, one run's trace mapped to nodes in `runs`,
+//! the statistics over runs in `stats`, path signatures in `paths`.
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use anyhow::{anyhow, bail, Result};
+use serde::{Deserialize, Serialize};
+
+mod candidates;
+mod paths;
+mod runs;
+mod stats;
+
+pub use candidates::{candidate_functions, declared_programs, programs_after_run, Candidate, Program};
+pub use paths::normalize_path;
+pub use runs::{run_data, FailureKey, RunData};
+pub use stats::{aggregate, detach_after_calls};
+
+/// `format` of every profile file.
+pub const FORMAT: &str = "reproducer-profile";
+/// The profile format version this code writes and reads.
+pub const VERSION: u32 = 1;
+/// Most candidate functions per binary: each costs a uprobe in every profile run.
+pub const MAX_FUNCTIONS_PER_BINARY: usize = 20_000;
+/// A function called at most this often per run (on average) is infrequent at any rate.
+pub const FEW_CALLS_PER_RUN: f64 = 5.0;
+/// Default threshold below which a function is infrequent, calls per second.
+pub const DEFAULT_INFREQUENT_BELOW: f64 = 2.0;
+
+/// The profile file (`profile.json`).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Profile {
+    pub format: String,
+    pub version: u32,
+    pub scenario: String,
+    /// node name -> its command (argv, placeholders unexpanded)
+    pub scenario_nodes: BTreeMap<String, Vec<String>>,
+    pub runs: u32,
+    /// per run: seconds from the first node's start to the end of tracing
+    pub run_seconds: Vec<f64>,
+    pub infrequent_below_per_s: f64,
+    pub failures: Vec<FailureStat>,
+    pub syscalls: Vec<SyscallStat>,
+    pub functions: Vec<FunctionStat>,
+    /// silences of connections between nodes (absent in profiles written before they were recorded)
+    #[serde(default)]
+    pub gaps: Vec<GapStat>,
+    pub dropped: Dropped,
+    /// failed syscalls of processes that belong to no node (ignored)
+    #[serde(default)]
+    pub unmapped_events: u64,
+    /// syscalls counted for processes that belong to no node (ignored)
+    #[serde(default)]
+    pub unmapped_syscalls: u64,
+    /// candidate functions whose uprobe could not be attached, as BINARY:SYMBOL
+    #[serde(default)]
+    pub functions_not_attached: Vec<String>,
+    /// candidate functions whose uprobe a run detached after `detach_after_calls` calls, as
+    /// BINARY:SYMBOL: frequent, and their counts in `functions` are lower bounds
+    #[serde(default)]
+    pub functions_detached: Vec<String>,
+    /// node name -> the programs whose functions were candidates (what its processes ran,
+    /// wrappers left out)
+    #[serde(default)]
+    pub programs: BTreeMap<String, Vec<String>>,
+}
+
+/// A failure signature seen in fault-free runs.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct FailureStat {
+    pub node: String,
+    pub syscall: String,
+    pub errno: String,
+    /// normalized path (see [`normalize_path`]); absent when the call names no path
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    pub per_run: Vec<u64>,
+    pub per_second: f64,
+}
+
+/// Silences longer than the tracer's `gap_ms` on connections from `node` to `peer` whose
+/// service port is `port`: how idle such connections are when nothing goes wrong.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct GapStat {
+    pub node: String,
+    pub peer: String,
+    pub port: u16,
+    /// silences per run
+    pub per_run: Vec<u64>,
+    /// the longest silence of any run, including one still going on when the run ended
+    pub longest_ms: u64,
+}
+
+/// A connection's service port, the same on a test bed and in production: the lower of its
+/// two ports (the other is the client's ephemeral port).
+pub fn service_port(a: std::net::SocketAddr, b: std::net::SocketAddr) -> u16 {
+    a.port().min(b.port())
+}
+
+/// Calls of one syscall by one node's processes, failed or not.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct SyscallStat {
+    pub node: String,
+    pub syscall: String,
+    pub per_run: Vec<u64>,
+    pub per_second: f64,
+}
+
+/// Calls of one candidate function.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct FunctionStat {
+    /// the first node that runs the binary
+    pub node: String,
+    /// other nodes that run the same binary (calls are counted over all of them)
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shared_with: Vec<String>,
+    pub binary: String,
+    pub symbol: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_file: Option<String>,
+    pub per_run: Vec<u64>,
+    pub per_second: f64,
+    pub infrequent: bool,
+}
+
+/// What the tracing could not keep, summed over runs.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Dropped {
+    /// failure events lost (kernel buffer full, or overwritten in the window)
+    pub events: u64,
+    /// (process, syscall) pairs that did not fit in the kernel's counters
+    pub counters: u64,
+}
+
+/// What `reproducer profile` was asked for.
+#[derive(Clone, Debug)]
+pub struct ProfileOptions {
+    pub runs: u32,
+    /// globs over function names or source files (all functions when empty)
+    pub function_patterns: Vec<String>,
+    pub infrequent_below_per_s: f64,
+}
+
+/// Where the `.functions` list goes: next to `out`, with the extension replaced.
+pub fn functions_path(out: &Path) -> PathBuf {
+    out.with_extension("functions")
+}
+
+/// Checks, before any run, that `out` can be written: its directory exists and it is not
+/// a directory itself.
+pub fn check_output(out: &Path) -> Result<()> {
+    let dir = match out.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    if !dir.is_dir() {
+        bail!(
+            "--out {}: directory {} does not exist",
+            out.display(),
+            dir.display()
+        );
+    }
+    if out.is_dir() || out.file_name().is_none() {
+        bail!(
+            "--out {}: is a directory; name the profile file (e.g. profile.json)",
+            out.display()
+        );
+    }
+    Ok(())
+}
+
+/// Reads a profile written by `reproducer profile`.
+pub fn load(path: &Path) -> Result<Profile> {
+    let origin = path.display();
+    let text = std::fs::read_to_string(path).map_err(|e| anyhow!("profile {origin}: {e}"))?;
+    let value: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|e| anyhow!("profile {origin}: not a reproducer profile (not JSON: {e})"))?;
+    if value.get("format").and_then(|f| f.as_str()) != Some(FORMAT) {
+        bail!("profile {origin}: not a reproducer profile (its \"format\" is not \"{FORMAT}\"; write one with `reproducer profile`)");
+    }
+    match value.get("version").and_then(|v| v.as_u64()) {
+        Some(v) if v == VERSION as u64 => {}
+        Some(v) => {
+            bail!("profile {origin}: version {v} is not supported (this reproducer reads version {VERSION})")
+        }
+        None => bail!("profile {origin}: damaged (no \"version\")"),
+    }
+    serde_json::from_value(value).map_err(|e| anyhow!("profile {origin}: damaged ({e})"))
+}
+
+/// The `.functions` file: the infrequent functions, one BINARY:SYMBOL line each.
+pub fn functions_list(profile: &Profile) -> String {
+    let mut text = format!(
+        "# infrequent functions (< {} calls/s in {} fault-free runs of scenario {}), written by reproducer profile;\n\
+         # the list for tracerd's `functions` setting\n",
+        profile.infrequent_below_per_s, profile.runs, profile.scenario
+    );
+    let lines: BTreeSet<String> = profile
+        .functions
+        .iter()
+        .filter(|f| f.infrequent)
+        .map(|f| format!("{}:{}", f.binary, f.symbol))
+        .collect();
+    for line in lines {
+        text.push_str(&line);
+        text.push('\n');
+    }
+    text
+}
+
+/// Writes `profile` to `out` and its infrequent functions next to it; returns the
+/// `.functions` path.
+pub fn write(profile: &Profile, out: &Path) -> Result<PathBuf> {
+    let mut json = serde_json::to_vec_pretty(profile)?;
+    json.push(b'\n');
+    tracedump::atomic::write_bytes(out, tracedump::atomic::SHARED, &json)?;
+    let list = functions_path(out);
+    tracedump::atomic::write_bytes(
+        &list,
+        tracedump::atomic::SHARED,
+        functions_list(profile).as_bytes(),
+    )?;
+    Ok(list)
+}
+
+/// The one-line summary printed after a profile.
+pub fn summary(profile: &Profile, candidates: usize) -> String {
+    let infrequent = profile.functions.iter().filter(|f| f.infrequent).count();
+    format!(
+        "profile: {} runs, {} failure signatures, {} candidate functions ({} not attachable, {} detached as frequent), {} infrequent (< {} calls/s)",
+        profile.runs,
+        profile.failures.len(),
+        candidates,
+        profile.functions_not_attached.len(),
+        profile.functions_detached.len(),
+        infrequent,
+        profile.infrequent_below_per_s
+    )
+}
+
+#[cfg(test)]
+mod fixture;
+
+#[cfg(test)]
+mod tests {
+    use super::fixture::{candidate, run, SCENARIO};
+    use super::*;
+    use crate::model::scenario::Scenario;
+
+    #[test]
+    fn writes_and_loads() {
+        let s = Scenario::parse(SCENARIO, "t").unwrap();
+        let p = aggregate(&s, &[candidate("store_snapshot")], &[run(1.0, 1, 2, 1, 0)], 2.0);
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("profile.json");
+        let list = write(&p, &out).unwrap();
+        assert_eq!(list, dir.path().join("profile.functions"));
+        assert_eq!(load(&out).unwrap(), p);
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(
+            std::fs::metadata(&out).unwrap().permissions().mode() & 0o777,
+            0o644
+        );
+        let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_name().to_string_lossy().starts_with('.'))
+            .collect();
+        assert!(leftovers.is_empty(), "no temp files left");
+
+        let other = dir.path().join("other.json");
+        std::fs::write(&other, "{\"format\": \"tracerd-dump\", \"version\": 1}").unwrap();
+        let e = format!("{:#}", load(&other).unwrap_err());
+        assert!(
+            e.contains("other.json") && e.contains("not a reproducer profile"),
+            "{e}"
+        );
+        std::fs::write(&other, "not json").unwrap();
+        assert!(format!("{:#}", load(&other).unwrap_err()).contains("not a reproducer profile"));
+        std::fs::write(&other, "{\"format\": \"reproducer-profile\", \"version\": 2}").unwrap();
+        assert!(format!("{:#}", load(&other).unwrap_err()).contains("version 2"));
+    }
+}

@@ -1,0 +1,171 @@
+//! One fault-free run's trace mapped to nodes: its failure signatures, syscall and function
+//! counts, silences between nodes, and what the tracing lost.
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use anyhow::Result;
+use tracedump::event::What;
+
+use super::{normalize_path, service_port, Dropped};
+use crate::analysis::nodemap::NodeMap;
+use crate::model::scenario::Scenario;
+
+/// A failure signature.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct FailureKey {
+    pub node: String,
+    pub syscall: String,
+    pub errno: String,
+    pub path: Option<String>,
+}
+
+/// What one fault-free run contributed, mapped to nodes.
+#[derive(Clone, Debug, Default)]
+pub struct RunData {
+    pub seconds: f64,
+    pub failures: BTreeMap<FailureKey, u64>,
+    /// (node, syscall) -> calls
+    pub syscalls: BTreeMap<(String, String), u64>,
+    /// (binary, symbol) -> calls
+    pub function_calls: BTreeMap<(String, String), u64>,
+    /// (node, peer, service port) -> (silences, longest ms)
+    pub gaps: BTreeMap<(String, String, u16), (u64, u64)>,
+    /// (binary, symbol) of functions that were not attached
+    pub unattached: BTreeSet<(String, String)>,
+    /// (binary, symbol) of functions detached at the call limit (counted up to it)
+    pub detached: BTreeSet<(String, String)>,
+    pub dropped: Dropped,
+    pub unmapped_events: u64,
+    pub unmapped_syscalls: u64,
+}
+
+/// One run's trace, mapped to nodes (also what `reproduce` learns from its fault-free
+/// check run when it has no profile); `launched` are the (node, pid) pairs the run started,
+/// `duration_ms` the span the trace's counts cover.
+pub fn run_data(
+    scenario: &Scenario,
+    trace: &Path,
+    launched: &[(String, u32)],
+    duration_ms: u64,
+) -> Result<RunData> {
+    let dump = tracedump::dump::Dump::read(trace)?;
+    let launched: Vec<(usize, u32)> = launched
+        .iter()
+        .filter_map(|(name, pid)| Some((scenario.node_index(name)?, *pid)))
+        .collect();
+    let map = NodeMap::build_for(scenario, &dump.meta, &launched);
+    let mut data = RunData {
+        seconds: duration_ms as f64 / 1000.0,
+        ..Default::default()
+    };
+    let node_name = |pid: u32| map.node(pid).map(|i| scenario.nodes[i].name.clone());
+    for e in dump.events() {
+        if let What::NetworkGap(g) = &e.what {
+            add_gap(&mut data, scenario, g);
+            continue;
+        }
+        let What::SyscallFailure(f) = e.what else { continue };
+        let Some(node) = node_name(e.pid) else {
+            data.unmapped_events += 1;
+            continue;
+        };
+        let key = FailureKey {
+            node,
+            syscall: f.syscall,
+            errno: f.errno.unwrap_or_default(),
+            path: f.path.as_deref().map(normalize_path),
+        };
+        *data.failures.entry(key).or_default() += 1;
+    }
+    for c in &dump.meta.syscall_counts {
+        match node_name(c.pid) {
+            Some(node) => *data.syscalls.entry((node, c.syscall.clone())).or_default() += c.count,
+            None => data.unmapped_syscalls += c.count,
+        }
+    }
+    let meta = &dump.meta;
+    for (i, f) in meta.functions.iter().enumerate() {
+        let key = (f.binary.display().to_string(), f.symbol.clone());
+        if meta.unattached_functions.contains(&i) {
+            data.unattached.insert(key);
+        } else {
+            if meta.detached_functions.contains(&i) {
+                data.detached.insert(key.clone());
+            }
+            *data.function_calls.entry(key).or_default() += meta.function_calls.get(i).copied().unwrap_or(0);
+        }
+    }
+    let k = &meta.counters;
+    data.dropped.events = k.kernel.buffer_full_syscall + k.recorder.ring_overwritten;
+    data.dropped.counters = k.kernel.syscall_counts_full;
+    Ok(data)
+}
+
+/// A silence between two nodes' addresses (self-connections and other ends are not pairs).
+/// A silence longer than the run itself is a clock error, not a norm: taken as the longest
+/// silence of a pair, it would let every later partition of that pair pass as idle (a
+/// tracerd before the fix of its jiffies stamps recorded silences of 584 years).
+fn add_gap(data: &mut RunData, scenario: &Scenario, g: &tracedump::event::NetworkGap) {
+    let (Some(local), Some(peer)) = (g.local, g.peer) else {
+        return;
+    };
+    if g.duration_ms as f64 > data.seconds * 1000.0 {
+        log::warn!(
+            "profile: a silence of {} ms between {local} and {peer} in a run of {:.1} s: ignored (impossible)",
+            g.duration_ms,
+            data.seconds
+        );
+        return;
+    }
+    let (Some(a), Some(b)) = (scenario.node_at(local.ip()), scenario.node_at(peer.ip())) else {
+        return;
+    };
+    if a == b {
+        return;
+    }
+    let key = (
+        scenario.nodes[a].name.clone(),
+        scenario.nodes[b].name.clone(),
+        service_port(local, peer),
+    );
+    let e = data.gaps.entry(key).or_default();
+    e.0 += 1;
+    e.1 = e.1.max(g.duration_ms);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::profile::stats::gap_stats;
+
+    #[test]
+    fn silences_longer_than_the_run_are_not_norms() {
+        let scenario = Scenario::parse(
+            "name = \"kv\"\n[[nodes]]\nname = \"db1\"\ncommand = [\"kvnode\"]\naddress = \"10.9.0.1\"\n\
+             [[nodes]]\nname = \"db2\"\ncommand = [\"kvnode\"]\naddress = \"10.9.0.2\"\n\
+             [workload]\ncommand = [\"true\"]\n[oracle]\ncommand = [\"false\"]\n",
+            "t",
+        )
+        .expect("scenario");
+        let gap = |ms: u64| tracedump::event::NetworkGap {
+            local: Some("10.9.0.1:40000".parse().expect("address")),
+            peer: Some("10.9.0.2:7000".parse().expect("address")),
+            duration_ms: ms,
+            packets: 10,
+            ongoing: false,
+        };
+        let mut data = RunData {
+            seconds: 8.0,
+            ..Default::default()
+        };
+        add_gap(&mut data, &scenario, &gap(1054));
+        // what a wrapped jiffies difference made of a silence: minus 2^32 ticks
+        add_gap(&mut data, &scenario, &gap(18_429_563_939_213));
+        add_gap(&mut data, &scenario, &gap(8001));
+        let key = ("db1".to_string(), "db2".to_string(), 7000);
+        assert_eq!(data.gaps.get(&key), Some(&(1, 1054)));
+        let stats = gap_stats(&[data]);
+        assert_eq!(stats.len(), 1);
+        assert_eq!(stats[0].longest_ms, 1054);
+    }
+}
