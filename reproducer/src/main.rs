@@ -82,6 +82,10 @@ pub(crate) enum Command {
         /// Give up after this many runs (confirmation and minimization runs included)
         #[arg(long, default_value_t = 150)]
         max_runs: u32,
+        /// Give up after this much wall time with what was found (e.g. 30m, 2h; the replay
+        /// of an accepted schedule still runs)
+        #[arg(long, value_name = "DURATION", default_value = "1h")]
+        max_time: humantime::Duration,
         /// Where schedule.toml, report.md and attempts/ go
         #[arg(long, value_name = "DIR")]
         out: PathBuf,

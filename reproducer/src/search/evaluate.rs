@@ -33,6 +33,11 @@ impl Search<'_> {
         Ok(Continue(()))
     }
 
+    /// The search has taken its `--max-time`.
+    fn out_of_time(&self) -> bool {
+        self.started.elapsed() >= self.cfg.max_time
+    }
+
     /// Runs `trial` once, `next` being the trials known to come after it (they may run
     /// beside it); a bug is confirmed at once. Stops the search when the target is met or
     /// the run budget is spent.
@@ -50,6 +55,14 @@ impl Search<'_> {
             return Ok(Break(Outcome::Missed(format!(
                 "the run budget (--max-runs {}) is spent; {}",
                 self.cfg.max_runs,
+                self.best_words()
+            ))));
+        }
+        if self.out_of_time() {
+            return Ok(Break(Outcome::Missed(format!(
+                "the time budget (--max-time {}) is spent after {} runs; {}",
+                humantime::format_duration(self.cfg.max_time),
+                self.runs,
                 self.best_words()
             ))));
         }
@@ -200,7 +213,7 @@ impl Search<'_> {
         let mut repeats = Repeats::new(schedule, dir, "confirm");
         let outcome = confirm::confirm(target, |k| {
             self.interrupted |= self.runner.interrupted();
-            if self.runs >= self.cfg.max_runs || self.interrupted {
+            if self.runs >= self.cfg.max_runs || self.interrupted || self.out_of_time() {
                 return Ok(None);
             }
             let left = (self.cfg.max_runs - self.runs).min(confirm::MAX_RUNS.saturating_sub(k - 1));

@@ -69,6 +69,9 @@ pub const REPLAY_RUNS: u32 = 10;
 pub struct SearchConfig {
     pub target_rate: f64,
     pub max_runs: u32,
+    /// wall time the search may take before it stops with what it has (`--max-time`);
+    /// the replay of an accepted schedule is not cut short
+    pub max_time: std::time::Duration,
     pub out: PathBuf,
     /// byte budget for kept run directories (`--keep-bytes`)
     pub keep_bytes: u64,

@@ -224,6 +224,7 @@ fn search_with_progress(
     let cfg = SearchConfig {
         target_rate: 0.8,
         max_runs,
+        max_time: std::time::Duration::from_secs(3600),
         out: out.path().to_path_buf(),
         keep_bytes: u64::MAX,
         jobs,
@@ -675,6 +676,7 @@ fn best_right_after_a_bug_run_is_not_zero() {
     let cfg = SearchConfig {
         target_rate: 0.8,
         max_runs: 10,
+        max_time: std::time::Duration::from_secs(3600),
         out: out.path().to_path_buf(),
         keep_bytes: u64::MAX,
         jobs: 1,
@@ -1077,4 +1079,31 @@ fn a_partition_the_diagnosis_set_aside_is_tried_when_the_causes_miss() {
         "{:?}",
         lines.0.borrow()
     );
+}
+
+#[test]
+fn the_time_budget_stops_the_search_with_what_it_found() {
+    let d = diagnosis(vec![candidate(crash(), 0, 1, &[])]);
+    let scenario = Scenario::parse(SCENARIO, "t").unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let fake = Fake::new(|_, _, _| true);
+    let cfg = SearchConfig {
+        target_rate: 0.8,
+        max_runs: 150,
+        max_time: std::time::Duration::ZERO,
+        out: out.path().to_path_buf(),
+        keep_bytes: u64::MAX,
+        jobs: 1,
+    };
+    let r = Search::new(&scenario, &d, cfg, &fake, &Lines::default())
+        .and_then(Search::run)
+        .unwrap();
+    match &r.outcome {
+        Outcome::Missed(why) => assert!(
+            why.starts_with("the time budget (--max-time 0s) is spent after 0 runs"),
+            "{why}"
+        ),
+        o => panic!("{o:?}"),
+    }
+    assert_eq!(fake.runs(), 0);
 }
