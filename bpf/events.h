@@ -56,7 +56,7 @@ enum tracerd_counter {
 	TRACERD_CNT_RINGBUF_FULL_GAP = 2,
 	TRACERD_CNT_RINGBUF_FULL_PROCESS = 3,
 	TRACERD_CNT_RINGBUF_FULL_START = 4,
-	TRACERD_CNT_PATH_UNREADABLE = 5,   /* a path in user memory was not readable, or a cwd too deep or long (cwd.h) */
+	TRACERD_CNT_PATH_UNREADABLE = 5,   /* a path in user memory was not readable, or a cwd too deep or long (tracer/cwd.h) */
 	TRACERD_CNT_TARGETS_FULL = 6,      /* a new descendant did not fit in `targets` */
 	TRACERD_CNT_PAUSES_FULL = 7,
 	TRACERD_CNT_CONNS_FULL = 8,        /* a connection went unwatched: `conns` full */

@@ -443,7 +443,7 @@ fn choose_syscall_hook(open: &mut OpenTracerSkel<'static>, config: &Config) -> S
 
 /// Adds `pid` to the kernel's target set. Always through the `register_target` program,
 /// never by writing the map: the program also keeps the per-slot counts that let every other
-/// process skip the set (see `is_target` in tracer.bpf.c).
+/// process skip the set (see `is_target` in bpf/tracer/targets.h).
 fn register_target(skel: &TracerSkel, pid: u32) -> Result<()> {
     let mut args = u64::from(pid).to_ne_bytes();
     let input = libbpf_rs::ProgramInput {

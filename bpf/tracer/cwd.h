@@ -7,38 +7,19 @@
  * only) into an open_files entry with the absolute path; `cwds` maps the process to it,
  * children inherit it at fork. A relative path with no dirfd then names that entry as its
  * base. A process that never changed its cwd has no entry: user space uses the cwd it read
- * from /proc when the process started. Included by tracer.bpf.c after the open-file
- * helpers it uses.
+ * from /proc when the process started. Its maps (cwds, cwd_scratch) are in maps.h; the
+ * chdir/fchdir exits that call track_cwd are in syscalls.h.
  */
-#ifndef TRACERD_CWD_H
-#define TRACERD_CWD_H
+#ifndef TRACERD_TRACER_CWD_H
+#define TRACERD_TRACER_CWD_H
 
-#define NR_chdir 80
-#define NR_fchdir 81
+#include "maps.h"
+#include "output.h"
+#include "targets.h"
+#include "files.h"
 
 /* path components walked at most (deeper cwds are not resolved: counted as unreadable) */
 #define CWD_DEPTH 32
-/* the path is assembled backwards in the first half of a buffer twice its size, so every
- * masked write stays inside the buffer */
-#define CWD_HALF TRACERD_PATH_LEN
-
-struct cwd_walk {
-	char buf[2 * CWD_HALF];
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct cwd_walk);
-} cwd_scratch SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 65536);
-	__type(key, __u32);   /* tgid */
-	__type(value, __u64); /* open id of its cwd's open_files entry */
-} cwds SEC(".maps");
 
 /* The open id naming `tgid`'s cwd, 0 if it never changed it. The lookup of the entry keeps
  * it recently used in the LRU open_files while paths still resolve against it. */

@@ -1,0 +1,93 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * What an fd of the current task refers to, read through CO-RE: its struct file, whether that
+ * is a socket and the socket's two endpoints; and the open ids that name a file by the path it
+ * was opened with (an open_files entry, found from the struct file through file_opens).
+ * Shared by the syscall hooks, the cwd tracking and the connection watch.
+ */
+#ifndef TRACERD_TRACER_FILES_H
+#define TRACERD_TRACER_FILES_H
+
+#include "maps.h"
+
+#define AF_UNIX 1
+#define AF_INET 2
+#define AF_INET6 10
+#define S_IFMT 00170000
+#define S_IFSOCK 0140000
+#define S_IFREG 0100000
+
+static __always_inline struct file *fd_file(int fd)
+{
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	struct fdtable *fdt = BPF_CORE_READ(task, files, fdt);
+	struct file **fds;
+	struct file *f = NULL;
+
+	if (fd < 0 || (unsigned int)fd >= BPF_CORE_READ(fdt, max_fds))
+		return NULL;
+	fds = BPF_CORE_READ(fdt, fd);
+	bpf_probe_read_kernel(&f, sizeof(f), &fds[fd]);
+	return f;
+}
+
+static __always_inline bool file_is_socket(struct file *f)
+{
+	umode_t mode = BPF_CORE_READ(f, f_inode, i_mode);
+	return (mode & S_IFMT) == S_IFSOCK;
+}
+
+static __always_inline struct sock *file_sock(struct file *f)
+{
+	struct socket *sock = BPF_CORE_READ(f, private_data);
+	return BPF_CORE_READ(sock, sk);
+}
+
+static __always_inline void sock_endpoints(struct sock *sk, struct tracerd_addr *local,
+					   struct tracerd_addr *peer)
+{
+	__u16 family = BPF_CORE_READ(sk, __sk_common.skc_family);
+
+	peer->family = family;
+	peer->port = bpf_ntohs(BPF_CORE_READ(sk, __sk_common.skc_dport));
+	if (local) {
+		local->family = family;
+		local->port = BPF_CORE_READ(sk, __sk_common.skc_num);
+	}
+	if (family == AF_INET) {
+		bpf_core_read(peer->addr, 4, &sk->__sk_common.skc_daddr);
+		if (local)
+			bpf_core_read(local->addr, 4, &sk->__sk_common.skc_rcv_saddr);
+	} else if (family == AF_INET6) {
+		bpf_core_read(peer->addr, 16, &sk->__sk_common.skc_v6_daddr);
+		if (local)
+			bpf_core_read(local->addr, 16, &sk->__sk_common.skc_v6_rcv_saddr);
+	} else {
+		peer->family = 0;
+		if (local)
+			local->family = 0;
+	}
+}
+
+static __always_inline __u64 next_open_id(struct scratch *s)
+{
+	/* per-CPU sequence tagged with the CPU: unique without a shared atomic */
+	s->open_seq += 1;
+	return (s->open_seq << 12) | (bpf_get_smp_processor_id() & 0xfff);
+}
+
+static __always_inline __u64 open_id_of(struct file *f)
+{
+	__u64 key = (__u64)f;
+	struct tracerd_file_open *o;
+
+	if (!f)
+		return 0;
+	o = bpf_map_lookup_elem(&file_opens, &key);
+	/* a recycled struct file must not inherit the old path */
+	if (!o || o->ino != BPF_CORE_READ(f, f_inode, i_ino))
+		return 0;
+	return o->open_id;
+}
+
+#endif

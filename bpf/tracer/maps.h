@@ -1,0 +1,205 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * All the state of the tracer's programs, in one place: the read-only configuration user space
+ * sets before load (.rodata), the few global variables (.bss), the anchors that make the
+ * skeleton emit a Rust type for every record, and every map (.maps), with the structs that are
+ * only map values. The other headers own the logic that reads and writes them; user space sees
+ * all of it through the skeleton under these names. Definitions keep their order: it is the
+ * order of the object's sections.
+ */
+#ifndef TRACERD_TRACER_MAPS_H
+#define TRACERD_TRACER_MAPS_H
+
+#include "events.h"
+
+/* Set by user space before load. */
+const volatile __u32 filter_targets = 0; /* 0 = every process but ours */
+const volatile __u32 self_tgid = 0;
+const volatile __u64 gap_ns = 5000000000ULL;
+const volatile __u64 pause_ns = 3000000000ULL;
+const volatile __u64 wakeup_bytes = 1 << 20;
+const volatile __u32 count_syscalls = 0;  /* count every syscall of the targets */
+const volatile __u32 function_events = 1; /* 0 = uprobe hits are only counted */
+
+/* Threads currently in `pauses`; lets sched_switch skip the lookup when 0. */
+__u64 pending_pauses = 0;
+
+/* jiffies and monotonic time at the first look: the tick rate measured since then
+ * converts the sockets' jiffies time stamps without needing the kernel's HZ. */
+__u64 calib_jiffies = 0;
+__u64 calib_mono_ns = 0;
+
+/* Anchors so that the skeleton emits Rust types for every record. */
+struct tracerd_syscall_failure _sf = {};
+struct tracerd_function_hit _fh = {};
+struct tracerd_network_gap _ng = {};
+struct tracerd_process_state_event _ps = {};
+struct tracerd_process_start _pst = {};
+struct tracerd_syscall_key _sk = {};
+enum tracerd_event_kind _kind = 0;
+enum tracerd_process_state _state = 0;
+enum tracerd_pause_cause _cause = 0;
+enum tracerd_arg_kind _arg_kind = 0;
+enum tracerd_counter _counter = 0;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 8 << 20);
+} events SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, __u8);
+} targets SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 64);
+	__type(key, char[TRACERD_COMM_LEN]);
+	__type(value, __u8);
+} target_comms SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 64);
+	__type(key, struct tracerd_exe_key);
+	__type(value, __u8);
+} target_exes SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 64);
+	__type(key, char[TRACERD_UNIT_LEN]);
+	__type(value, __u8);
+} target_units SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, TRACERD_MAX_SYSCALL);
+	__type(key, __u32);
+	__type(value, struct tracerd_syscall_arg);
+} syscall_args SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 32768);
+	__type(key, __u64);
+	__type(value, struct tracerd_file_open);
+} file_opens SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 32768);
+	__type(key, __u64);
+	__type(value, struct tracerd_open_file);
+} open_files SEC(".maps");
+
+/* A plain hash: LRU bookkeeping on every packet's lookup cost more than the lookup. Full
+ * means new connections go unwatched (counted); closed ones are removed. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u64);
+	__type(value, struct tracerd_conn);
+} conns SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, struct tracerd_pause);
+} pauses SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, struct tracerd_signal_sender);
+} last_signal SEC(".maps");
+
+/* Processes whose end was reported (see ends_process); old ones age out. */
+struct tracerd_exited_key {
+	__u32 tgid;
+	__u32 reserved;
+	__u64 start_ns;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct tracerd_exited_key);
+	__type(value, __u8);
+} exited SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, TRACERD_CNT_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} counters SEC(".maps");
+
+/* Calls per function id (the uprobe's cookie); sized to the function table before load. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} function_calls SEC(".maps");
+
+/* Calls per (process, syscall) when count_syscalls is set; sized by config before load. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, 1);
+	__type(key, struct tracerd_syscall_key);
+	__type(value, __u64);
+} syscall_counts SEC(".maps");
+
+/* Scratch space too large for the 512-byte BPF stack, and the open-id sequence. */
+struct scratch {
+	struct tracerd_open_file open;
+	char unit[TRACERD_UNIT_LEN];
+	__u64 open_seq;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct scratch);
+} scratch SEC(".maps");
+
+/*
+ * In front of the target set, a count of targets per slot (tgid modulo TARGET_SLOTS): the
+ * set's bucket array (1 MiB) is cold in the cache on most syscalls, and a lookup there cost
+ * about 100 ns per short read or failed call of every process on a busy host; a process
+ * whose slot holds no target stops at this 16 KiB array. Only add_target and forget_target
+ * change the set, so the counts stay exact: user space adds through register_target.
+ */
+#define TARGET_SLOTS 4096
+__u32 target_slots[TARGET_SLOTS];
+
+/* The cwd walk (cwd.h): the path is assembled backwards in the first half of a buffer twice
+ * its size, so every masked write stays inside the buffer. */
+#define CWD_HALF TRACERD_PATH_LEN
+
+struct cwd_walk {
+	char buf[2 * CWD_HALF];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct cwd_walk);
+} cwd_scratch SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);   /* tgid */
+	__type(value, __u64); /* open id of its cwd's open_files entry */
+} cwds SEC(".maps");
+
+#endif

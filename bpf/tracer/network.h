@@ -1,0 +1,190 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * TCP connections of the targets and the silences on them. A connection is watched (an entry
+ * in `conns`) from the connect or accept of a target that syscalls.h sees, or, without a
+ * target filter, from every connection reaching ESTABLISHED; a silence longer than gap_ns
+ * becomes a network-gap record, when the segment that ends it arrives or when the connection
+ * closes still silent.
+ *
+ * Network gaps cost nothing per packet: no program runs on the receive path.
+ * User space runs look_connections every few tens of milliseconds, which reads
+ * each watched socket's own receive counter and time stamp (segs_in, the
+ * jiffies of the last received ACK or data); the close hook does the same
+ * look once more.
+ */
+#ifndef TRACERD_TRACER_NETWORK_H
+#define TRACERD_TRACER_NETWORK_H
+
+#include "maps.h"
+#include "output.h"
+#include "files.h"
+
+#define TCP_CLOSE 7
+
+/* Start watching a connection (c carries pid and comm): its silence is measured from now. */
+static __always_inline void watch_conn(struct sock *sk, struct tracerd_conn *c)
+{
+	__u64 key = (__u64)sk;
+
+	sock_endpoints(sk, &c->local, &c->peer);
+	if (!c->peer.family)
+		return;
+	c->last_ns = bpf_ktime_get_boot_ns();
+	c->checked_ns = c->last_ns;
+	c->segs_in = BPF_CORE_READ((struct tcp_sock *)sk, segs_in);
+	c->rx_ack_j = BPF_CORE_READ((struct tcp_sock *)sk, rcv_tstamp);
+	c->rx_data_j = BPF_CORE_READ((struct tcp_sock *)sk, inet_conn.icsk_ack.lrcvtime);
+	c->packets = c->segs_in;
+	if (bpf_map_update_elem(&conns, &key, c, BPF_ANY))
+		count(TRACERD_CNT_CONNS_FULL);
+}
+
+static __always_inline void emit_gap(struct tracerd_conn *c, __u64 now, __u32 ongoing)
+{
+	struct tracerd_network_gap *e = reserve(sizeof(*e), TRACERD_CNT_RINGBUF_FULL_GAP);
+
+	if (!e)
+		return;
+	e->h.ts_ns = c->last_ns;
+	e->h.pid = c->pid;
+	e->h.tid = c->pid;
+	e->h.kind = TRACERD_EV_NETWORK_GAP;
+	e->h.reserved = 0;
+	__builtin_memcpy(e->h.comm, c->comm, sizeof(e->h.comm));
+	e->gap_ns = now - c->last_ns;
+	e->packets = c->packets;
+	e->local = c->local;
+	e->peer = c->peer;
+	e->ongoing = ongoing;
+	e->reserved = 0;
+	submit(e);
+}
+
+/* Nanoseconds per jiffy, measured since the first look (0 before a tick has passed). */
+static __always_inline __u64 ns_per_jiffy(__u64 now_j)
+{
+	if (!calib_mono_ns || now_j <= calib_jiffies)
+		return 0;
+	return (bpf_ktime_get_ns() - calib_mono_ns) / (now_j - calib_jiffies);
+}
+
+/* Boot time of a jiffies time stamp of the socket. A segment that arrived after the look
+ * read the jiffies (another CPU, a tick later) has a stamp ahead of now_j: it arrived now.
+ * Unsigned, that difference wrapped to 2^32 - 1 jiffies, and the silence before the segment
+ * came out at minus 198 days (a profile took it for a fault-free silence of 584 years). */
+static __always_inline __u64 stamp_ns(__u32 stamp, __u64 now, __u64 now_j, __u64 per_jiffy)
+{
+	__s32 ago = (__s32)((__u32)now_j - stamp);
+	__u64 back;
+
+	if (ago <= 0)
+		return now;
+	back = (__u64)ago * per_jiffy;
+	return back < now ? now - back : 0;
+}
+
+/* Reads the socket's own receive state into c. Segments that arrived since the previous
+ * look end the silence before them; when it lasted longer than gap_ns it is recorded. The
+ * first of them arrived after checked_ns, and at the latest when the earlier of the two
+ * time stamps that moved says (exactly, when it is the only segment or a reply's ACK
+ * follows the data that ended the silence). */
+static __always_inline void look(struct sock *sk, struct tracerd_conn *c, __u64 now, __u64 now_j,
+				 __u64 per_jiffy)
+{
+	struct tcp_sock *tp = (struct tcp_sock *)sk;
+	__u32 segs = BPF_CORE_READ(tp, segs_in);
+	__u32 ack_j = BPF_CORE_READ(tp, rcv_tstamp);
+	/* the fast path takes data without updating rcv_tstamp; lrcvtime has it */
+	__u32 data_j = BPF_CORE_READ(tp, inet_conn.icsk_ack.lrcvtime);
+	__u32 fresh = segs - c->segs_in;
+	__u64 first = (__u64)-1, last = c->checked_ns, t;
+
+	if (!fresh) {
+		c->checked_ns = now;
+		return;
+	}
+	if (ack_j != c->rx_ack_j) {
+		t = stamp_ns(ack_j, now, now_j, per_jiffy);
+		first = t < first ? t : first;
+		last = t > last ? t : last;
+	}
+	if (data_j != c->rx_data_j) {
+		t = stamp_ns(data_j, now, now_j, per_jiffy);
+		first = t < first ? t : first;
+		last = t > last ? t : last;
+	}
+	if (first == (__u64)-1 || first < c->checked_ns)
+		first = c->checked_ns;
+	if (first > c->last_ns && first - c->last_ns > gap_ns)
+		emit_gap(c, first, 0);
+	c->last_ns = last;
+	c->packets += fresh;
+	c->segs_in = segs;
+	c->rx_ack_j = ack_j;
+	c->rx_data_j = data_j;
+	c->checked_ns = now;
+}
+
+struct look_ctx {
+	__u64 now;
+	__u64 now_j;
+	__u64 per_jiffy;
+};
+
+static long look_one(struct bpf_map *map, __u64 *key, struct tracerd_conn *c, struct look_ctx *ctx)
+{
+	look((struct sock *)*key, c, ctx->now, ctx->now_j, ctx->per_jiffy);
+	return 0;
+}
+
+/* Run by user space (BPF_PROG_TEST_RUN), never attached: one look at every watched socket. */
+SEC("raw_tp")
+int look_connections(void *ctx)
+{
+	struct look_ctx lc = { .now_j = bpf_jiffies64() };
+
+	if (!calib_mono_ns) {
+		calib_jiffies = lc.now_j;
+		calib_mono_ns = bpf_ktime_get_ns();
+	}
+	lc.per_jiffy = ns_per_jiffy(lc.now_j);
+	lc.now = bpf_ktime_get_boot_ns();
+	bpf_for_each_map_elem(&conns, look_one, &lc, 0);
+	return 0;
+}
+
+SEC("tp_btf/inet_sock_set_state")
+int BPF_PROG(on_sock_state, struct sock *sk, const int oldstate, const int newstate)
+{
+	__u64 key = (__u64)sk;
+	struct tracerd_conn *c;
+	__u64 now, now_j;
+
+	if (newstate == TCP_ESTABLISHED && !filter_targets) {
+		struct tracerd_conn fresh = {};
+		watch_conn(sk, &fresh);
+		return 0;
+	}
+	if (newstate != TCP_CLOSE && newstate != TCP_ESTABLISHED)
+		return 0;
+	c = bpf_map_lookup_elem(&conns, &key);
+	if (!c)
+		return 0;
+	now = bpf_ktime_get_boot_ns();
+	if (newstate == TCP_ESTABLISHED) {
+		/* a non-blocking connect completing: silence is counted from here */
+		c->last_ns = now;
+		return 0;
+	}
+	now_j = bpf_jiffies64();
+	look(sk, c, now, now_j, ns_per_jiffy(now_j));
+	/* A connection that dies silent never sees the segment that ends its gap; one that
+	 * never got established (a refused or timed-out connect) was never silent: its
+	 * connect failed, and that failure is the event. */
+	if (oldstate != TCP_SYN_SENT && now - c->last_ns > gap_ns)
+		emit_gap(c, now, 1);
+	bpf_map_delete_elem(&conns, &key);
+	return 0;
+}
+
+#endif

@@ -1,0 +1,406 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * The end of every syscall of interest: failed calls of the targets (with the path, fd or
+ * address argument that says what failed, per syscall_args), short reads and writes of
+ * regular files, and the successful calls that keep the fd table (opens), the connection
+ * watch (connects, accepts: network.h) and the cwd (chdir, fchdir: cwd.h) current; with
+ * count_syscalls, a count of every call. One sys_exit tracepoint program or one fexit program
+ * per syscall of fexit_syscalls.h, both through syscall_exit.
+ *
+ * Hot paths return as early as they can: sys_exit looks at the return value
+ * and the syscall number before anything else, and only failures (plus the
+ * few successful calls that maintain the fd table) go on to the target
+ * check. Short reads and writes of regular files are the other successful calls
+ * looked at: read/write/pread64/pwrite64 returning less than their count (in the
+ * saved argument registers, no copy) go on to the target check and the fd's inode.
+ * Strings are copied only where they cannot be recovered later: the
+ * path argument of a failed call, the path of a successful open and the new
+ * cwd after a chdir (cwd.h).
+ */
+#ifndef TRACERD_TRACER_SYSCALLS_H
+#define TRACERD_TRACER_SYSCALLS_H
+
+#include "maps.h"
+#include "output.h"
+#include "targets.h"
+#include "files.h"
+#include "network.h"
+#include "cwd.h"
+
+#define AT_FDCWD -100
+#define SOCK_STREAM 1
+#define EINPROGRESS 115
+
+/* x86_64 syscall numbers of the successful calls that feed the fd table and the cwd, and of
+ * the reads and writes whose short results are recorded. */
+#define NR_read 0
+#define NR_write 1
+#define NR_pread64 17
+#define NR_pwrite64 18
+#define NR_open 2
+#define NR_connect 42
+#define NR_accept 43
+#define NR_creat 85
+#define NR_openat 257
+#define NR_accept4 288
+#define NR_openat2 437
+#define NR_chdir 80
+#define NR_fchdir 81
+
+/* The most a read or write transfers in one call (the kernel's MAX_RW_COUNT, INT_MAX
+ * rounded down to a page): asking for more is not a short result. */
+#define MAX_RW_COUNT 0x7ffff000UL
+
+/* Pseudo filesystems whose regular files report a size they do not hold (sysfs and
+ * cgroup attributes say 4096): a short read there is how they are read. */
+#define PROC_SUPER_MAGIC 0x9fa0
+#define SYSFS_MAGIC 0x62656572
+#define CGROUP_SUPER_MAGIC 0x27e0eb
+#define CGROUP2_SUPER_MAGIC 0x63677270
+#define DEBUGFS_MAGIC 0x64626720
+#define TRACEFS_MAGIC 0x74726163
+#define SECURITYFS_MAGIC 0x73636673
+#define CONFIGFS_MAGIC 0x62656570
+
+static __always_inline unsigned long syscall_arg(struct pt_regs *regs, __u32 index)
+{
+	switch (index) {
+	case 0: return regs->di;
+	case 1: return regs->si;
+	case 2: return regs->dx;
+	case 3: return regs->r10;
+	case 4: return regs->r8;
+	default: return regs->r9;
+	}
+}
+
+static __always_inline int track_open(struct pt_regs *regs, long nr, long fd)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	__u32 zero = 0;
+	struct scratch *s;
+	struct file *f;
+	const char *path;
+	int dirfd = AT_FDCWD;
+	long n;
+
+	if (!is_target(tgid))
+		return 0;
+	s = bpf_map_lookup_elem(&scratch, &zero);
+	f = fd_file(fd);
+	if (!s || !f)
+		return 0;
+	if (nr == NR_openat || nr == NR_openat2) {
+		dirfd = (int)regs->di;
+		path = (const char *)regs->si;
+	} else {
+		path = (const char *)regs->di;
+	}
+	n = bpf_probe_read_user_str(s->open.path, sizeof(s->open.path), path);
+	if (n <= 0) {
+		count(TRACERD_CNT_PATH_UNREADABLE);
+		return 0;
+	}
+	s->open.path_len = n;
+	s->open.open_id = next_open_id(s);
+	s->open.dir_open_id = 0;
+	if (dirfd != AT_FDCWD && s->open.path[0] != '/')
+		s->open.dir_open_id = open_id_of(fd_file(dirfd));
+	else if (s->open.path[0] != '/')
+		s->open.dir_open_id = cwd_open_id(tgid);
+	s->open.ino = BPF_CORE_READ(f, f_inode, i_ino);
+	s->open.tgid = tgid;
+	struct tracerd_file_open fo = { .open_id = s->open.open_id, .ino = s->open.ino };
+	__u64 key = (__u64)f;
+	bpf_map_update_elem(&file_opens, &key, &fo, BPF_ANY);
+	bpf_map_update_elem(&open_files, &fo.open_id, &s->open, BPF_ANY);
+	return 0;
+}
+
+/* Start watching a TCP connection that a target process connected or accepted. */
+static __always_inline int track_socket(long fd)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	struct tracerd_conn c = {};
+	struct file *f;
+	struct sock *sk;
+
+	if (!is_target(tgid))
+		return 0;
+	f = fd_file(fd);
+	if (!f || !file_is_socket(f))
+		return 0;
+	sk = file_sock(f);
+	if (!sk || BPF_CORE_READ(sk, sk_type) != SOCK_STREAM)
+		return 0;
+	c.pid = tgid;
+	bpf_get_current_comm(c.comm, sizeof(c.comm));
+	/* A non-blocking connect refused on loopback is closed before connect returns: its
+	 * close was seen before this entry existed, and it would stay "silent" until the dump. */
+	if (BPF_CORE_READ(sk, __sk_common.skc_state) == TCP_CLOSE)
+		return 0;
+	watch_conn(sk, &c);
+	if (BPF_CORE_READ(sk, __sk_common.skc_state) == TCP_CLOSE) {
+		__u64 key = (__u64)sk;
+
+		bpf_map_delete_elem(&conns, &key); /* closed meanwhile */
+	}
+	return 0;
+}
+
+static __always_inline void read_sockaddr(struct tracerd_syscall_failure *e, const void *uaddr)
+{
+	__u16 family = 0;
+
+	bpf_probe_read_user(&family, sizeof(family), uaddr);
+	if (family == AF_INET) {
+		struct sockaddr_in sin = {};
+		bpf_probe_read_user(&sin, sizeof(sin), uaddr);
+		e->peer.family = AF_INET;
+		e->peer.port = bpf_ntohs(sin.sin_port);
+		__builtin_memcpy(e->peer.addr, &sin.sin_addr, 4);
+	} else if (family == AF_INET6) {
+		struct sockaddr_in6 sin6 = {};
+		bpf_probe_read_user(&sin6, sizeof(sin6), uaddr);
+		e->peer.family = AF_INET6;
+		e->peer.port = bpf_ntohs(sin6.sin6_port);
+		__builtin_memcpy(e->peer.addr, &sin6.sin6_addr, 16);
+	} else if (family == AF_UNIX) {
+		long n = bpf_probe_read_user_str(e->path, sizeof(e->path),
+						 (const char *)uaddr + 2);
+		e->path_len = n > 0 ? n : 0;
+	}
+}
+
+static __always_inline void describe_fd(struct tracerd_syscall_failure *e, int fd)
+{
+	struct file *f = fd_file(fd);
+
+	e->fd = fd;
+	if (!f)
+		return;
+	if (file_is_socket(f)) {
+		struct sock *sk = file_sock(f);
+		if (sk)
+			sock_endpoints(sk, NULL, &e->peer);
+		return;
+	}
+	e->open_id = open_id_of(f);
+}
+
+/* A failed call of a target. */
+static __always_inline int record_target_failure(struct pt_regs *regs, long nr, long ret, __u32 tgid)
+{
+	struct tracerd_syscall_failure *e;
+	struct tracerd_syscall_arg *arg;
+	__u32 key = nr;
+	long n;
+
+	if (nr == NR_connect && ret == -EINPROGRESS)
+		track_socket((int)regs->di);
+	e = reserve(sizeof(*e), TRACERD_CNT_RINGBUF_FULL_SYSCALL);
+	if (!e)
+		return 0;
+	fill_header(&e->h, TRACERD_EV_SYSCALL_FAILURE);
+	e->ret = ret;
+	e->requested = 0;
+	e->syscall_nr = nr;
+	e->fd = -1;
+	e->open_id = 0;
+	e->path_len = 0;
+	__builtin_memset(&e->peer, 0, sizeof(e->peer));
+
+	arg = bpf_map_lookup_elem(&syscall_args, &key);
+	if (arg) {
+		switch (arg->kind) {
+		case TRACERD_ARG_PATH_AT: {
+			int dirfd = (int)regs->di;
+			if (dirfd != AT_FDCWD) {
+				e->fd = dirfd;
+				e->open_id = open_id_of(fd_file(dirfd));
+			}
+		}
+			/* fall through */
+		case TRACERD_ARG_PATH:
+			n = bpf_probe_read_user_str(e->path, sizeof(e->path),
+						    (const char *)syscall_arg(regs, arg->index));
+			if (n > 0)
+				e->path_len = n;
+			else
+				count(TRACERD_CNT_PATH_UNREADABLE);
+			/* relative to the cwd: name the cwd's open when the process changed it */
+			if (n > 0 && !e->open_id && e->path[0] != '/')
+				e->open_id = cwd_open_id(tgid);
+			break;
+		case TRACERD_ARG_FD:
+			describe_fd(e, (int)syscall_arg(regs, arg->index));
+			break;
+		case TRACERD_ARG_SOCKADDR:
+			e->fd = (int)regs->di;
+			read_sockaddr(e, (const void *)syscall_arg(regs, arg->index));
+			break;
+		}
+	}
+	submit(e);
+	return 0;
+}
+
+static __always_inline bool pseudo_fs(unsigned long magic)
+{
+	return magic == PROC_SUPER_MAGIC || magic == SYSFS_MAGIC || magic == CGROUP_SUPER_MAGIC ||
+	       magic == CGROUP2_SUPER_MAGIC || magic == DEBUGFS_MAGIC || magic == TRACEFS_MAGIC ||
+	       magic == SECURITYFS_MAGIC || magic == CONFIGFS_MAGIC;
+}
+
+/*
+ * A read/write/pread64/pwrite64 that returned ret >= 0 bytes: recorded when it did less
+ * than it asked (count in rdx) on a regular file of a target. A read that stops at the
+ * end of the file is how files end, not a short read: only reads that stop before the
+ * file's size (as the inode says after the call) are recorded, and a read returning 0 is
+ * end of file by definition.
+ */
+static __always_inline int check_short_io(struct pt_regs *regs, long nr, long ret)
+{
+	unsigned long want = regs->dx;
+	bool reading = nr == NR_read || nr == NR_pread64;
+	struct tracerd_syscall_failure *e;
+	struct inode *inode;
+	struct file *f;
+	__s64 end;
+	int fd;
+
+	if (want > MAX_RW_COUNT)
+		want = MAX_RW_COUNT;
+	if ((unsigned long)ret >= want || (reading && ret == 0))
+		return 0;
+	if (!is_target(bpf_get_current_pid_tgid() >> 32))
+		return 0;
+	fd = (int)regs->di;
+	f = fd_file(fd);
+	if (!f)
+		return 0;
+	inode = BPF_CORE_READ(f, f_inode);
+	if ((BPF_CORE_READ(inode, i_mode) & S_IFMT) != S_IFREG)
+		return 0;
+	if (reading) {
+		end = nr == NR_pread64 ? (__s64)regs->r10 + ret : BPF_CORE_READ(f, f_pos);
+		if (end >= BPF_CORE_READ(inode, i_size) || pseudo_fs(BPF_CORE_READ(inode, i_sb, s_magic)))
+			return 0;
+	}
+	e = reserve(sizeof(*e), TRACERD_CNT_RINGBUF_FULL_SYSCALL);
+	if (!e)
+		return 0;
+	fill_header(&e->h, TRACERD_EV_SYSCALL_FAILURE);
+	e->ret = ret;
+	e->requested = want;
+	e->syscall_nr = nr;
+	e->fd = fd;
+	e->open_id = open_id_of(f);
+	e->path_len = 0;
+	__builtin_memset(&e->peer, 0, sizeof(e->peer));
+	submit(e);
+	return 0;
+}
+
+/* One more call of syscall `nr` by the current process (count_syscalls only). */
+static __always_inline void count_syscall(long nr)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	struct tracerd_syscall_key key = { .tgid = tgid, .nr = nr };
+	__u64 one = 1, *c;
+
+	if (nr < 0 || !is_target(tgid))
+		return;
+	c = bpf_map_lookup_elem(&syscall_counts, &key);
+	if (c) {
+		__sync_fetch_and_add(c, 1);
+		return;
+	}
+	if (bpf_map_update_elem(&syscall_counts, &key, &one, BPF_NOEXIST) == 0)
+		return;
+	/* another CPU may have inserted the pair meanwhile; otherwise the map is full */
+	c = bpf_map_lookup_elem(&syscall_counts, &key);
+	if (c)
+		__sync_fetch_and_add(c, 1);
+	else
+		count(TRACERD_CNT_SYSCALL_COUNTS_FULL);
+}
+
+/*
+ * The fexit programs call one shared copy (a BPF subprogram) of what their syscalls do rarely
+ * (record a target's failure, track an open, a connection, a cwd): inlined into each of more
+ * than a hundred programs, these made the BPF object 3 MB, which the daemon maps and parses at
+ * start (4 MiB of its memory). The sys_exit program keeps them inline: it is one program,
+ * and a call would only add to each of its recorded failures.
+ */
+static __noinline int track_open_shared(struct pt_regs *regs, long nr, long fd)
+{
+	return track_open(regs, nr, fd);
+}
+
+static __noinline int track_socket_shared(long fd)
+{
+	return track_socket(fd);
+}
+
+static __noinline int track_cwd_shared(void)
+{
+	return track_cwd();
+}
+
+static __noinline int record_target_failure_shared(struct pt_regs *regs, long nr, long ret, __u32 tgid)
+{
+	return record_target_failure(regs, nr, ret, tgid);
+}
+
+/* The end of syscall `nr` with result `ret`: keep the fd table and the cwd current after
+ * successful calls, record failures. Shared by the sys_exit tracepoint (every syscall) and
+ * the fexit programs (one per hooked syscall, where `nr` is a constant and the compiler
+ * drops the branches of other syscalls); `shared`: call the subprograms above. */
+static __always_inline int syscall_exit(struct pt_regs *regs, long nr, long ret, bool shared)
+{
+	__u32 tgid;
+
+	if (count_syscalls)
+		count_syscall(nr);
+	if (ret >= 0) {
+		if (nr == NR_openat || nr == NR_open || nr == NR_creat || nr == NR_openat2)
+			return shared ? track_open_shared(regs, nr, ret) : track_open(regs, nr, ret);
+		if (nr == NR_accept || nr == NR_accept4 || nr == NR_connect) {
+			long fd = nr == NR_connect ? (int)regs->di : ret;
+			return shared ? track_socket_shared(fd) : track_socket(fd);
+		}
+		if (nr == NR_chdir || nr == NR_fchdir)
+			return shared ? track_cwd_shared() : track_cwd();
+		if ((unsigned long)nr <= NR_write || nr == NR_pread64 || nr == NR_pwrite64)
+			return check_short_io(regs, nr, ret);
+		return 0;
+	}
+	if (nr < 0)
+		return 0;
+	tgid = bpf_get_current_pid_tgid() >> 32;
+	if (!is_target(tgid))
+		return 0;
+	return shared ? record_target_failure_shared(regs, nr, ret, tgid)
+		      : record_target_failure(regs, nr, ret, tgid);
+}
+
+SEC("tp_btf/sys_exit")
+int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
+{
+	return syscall_exit(regs, regs->orig_ax, ret, false);
+}
+
+/* One fexit program per syscall of fexit_syscalls.h, on its x86_64 entry point, which gets
+ * the caller's registers like the tracepoint does. User space loads either these (when the
+ * kernel allows fexit) or on_sys_exit, never both. */
+#define X(func, nr)                                                              \
+	SEC("fexit/__x64_sys_" #func)                                            \
+	int BPF_PROG(fexit_##func, struct pt_regs *regs, long ret)               \
+	{                                                                        \
+		return syscall_exit(regs, nr, ret, true);                        \
+	}
+#include "fexit_syscalls.h"
+#undef X
+
+#endif
