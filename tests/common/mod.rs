@@ -190,13 +190,30 @@ impl Daemon {
     }
 
     /// `tracerd dump`; returns the path it printed.
+    /// Asks the daemon for a dump; a daemon that does not answer within 5 minutes (an
+    /// emulated guest is slow, not that slow) fails the test with its log.
     pub fn dump(&self) -> PathBuf {
-        let out = Command::new(tracerd_bin())
+        let mut child = Command::new(tracerd_bin())
             .arg("dump")
             .arg("--control-socket")
             .arg(self.socket())
-            .output()
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
             .expect("running tracerd dump");
+        let start = Instant::now();
+        while child.try_wait().expect("waiting for tracerd dump").is_none() {
+            if start.elapsed() > Duration::from_secs(300) {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!(
+                    "tracerd dump got no answer in 300 s; the daemon's log:\n{}",
+                    self.log_text()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let out = child.wait_with_output().expect("tracerd dump's output");
         assert!(
             out.status.success(),
             "tracerd dump failed: {}\n{}",
