@@ -4,7 +4,7 @@
 /// A path as test runs and production hosts both see it, as a glob: "*/" and the last
 /// component, with what differs from run to run replaced by "*" — every run of ASCII digits
 /// and a random temporary-name suffix ("/srv/x/temp-4123.rdb" -> "*/temp-*.rdb",
-/// "/tmp/reproducer-run-UF3ENM" -> "*/reproducer-run-*"). A component left with nothing
+/// "/scratch/reproducer-run-UF3ENM" -> "*/reproducer-run-*"). A component left with nothing
 /// literal keeps its parent ("/proc/15881" -> "*/proc/*"), so that a signature never
 /// matches every path.
 pub fn normalize_path(path: &str) -> String {
@@ -85,19 +85,22 @@ mod tests {
         );
         assert_eq!(normalize_path("/var/lib/db/"), "*/db");
         assert_eq!(normalize_path("/a/b/12345"), "*/b/*");
-        assert_eq!(normalize_path("/tmp/run-42/node1/log"), "*/log");
+        assert_eq!(normalize_path("/scratch/run-42/node1/log"), "*/log");
         assert_eq!(normalize_path("x1y22z333"), "*/x*y*z*");
         assert_eq!(normalize_path("/"), "*/");
         // what differs between runs: the run directory's random name, /proc/PID, temp names
-        assert_eq!(normalize_path("/tmp/reproducer-run-UF3ENM"), "*/reproducer-run-*");
         assert_eq!(
-            normalize_path("/tmp/reproducer-run-cdVApe/"),
+            normalize_path("/scratch/reproducer-run-UF3ENM"),
+            "*/reproducer-run-*"
+        );
+        assert_eq!(
+            normalize_path("/scratch/reproducer-run-cdVApe/"),
             "*/reproducer-run-*"
         );
         assert_eq!(normalize_path("/proc/15881"), "*/proc/*");
         assert_eq!(normalize_path("/proc/15881/task/15882"), "*/task/*");
-        assert_eq!(normalize_path("/tmp/tmpa8xk2p_q"), "*/tmp*");
-        assert_eq!(normalize_path("/tmp/tracerd-demo.W0PtLV"), "*/tracerd-demo.*");
+        assert_eq!(normalize_path("/scratch/tmpa8xk2p_q"), "*/tmp*");
+        assert_eq!(normalize_path("/scratch/tracerd-demo.W0PtLV"), "*/tracerd-demo.*");
         // names that only look alike keep their text
         assert_eq!(normalize_path("/usr/bin/redis-server"), "*/redis-server");
         assert_eq!(normalize_path("/lib/libc.so.6"), "*/libc.so.*");
@@ -107,9 +110,12 @@ mod tests {
     fn a_signature_matches_the_same_file_in_another_run_and_never_every_path() {
         let matches = |sig: &str, path: &str| glob::Pattern::new(sig).unwrap().matches(path);
         for (a, b) in [
-            ("/tmp/reproducer-run-UF3ENM", "/var/tmp/reproducer-run-x9QpLm"),
             (
-                "/tmp/reproducer-run-UF3ENM/db1/temp-41.rdb",
+                "/scratch/reproducer-run-UF3ENM",
+                "/var/scratch/reproducer-run-x9QpLm",
+            ),
+            (
+                "/scratch/reproducer-run-UF3ENM/db1/temp-41.rdb",
                 "/srv/w/db1/temp-7.rdb",
             ),
             ("/proc/15881", "/proc/2"),
@@ -120,7 +126,12 @@ mod tests {
                 normalize_path(a)
             );
         }
-        for p in ["/proc/15881", "/a/b/12345", "/tmp/tmpa8xk2p_q", "/tmp/x.AbC123"] {
+        for p in [
+            "/proc/15881",
+            "/a/b/12345",
+            "/scratch/tmpa8xk2p_q",
+            "/scratch/x.AbC123",
+        ] {
             let sig = normalize_path(p);
             assert!(
                 !matches(&sig, "/usr/lib/x86_64-linux-gnu/libssl.so.3"),
