@@ -425,6 +425,10 @@ pub fn render(
         }
         out.push('\n');
     }
+    out.push_str(&crate::search::coverage::markdown(
+        &result.ranking,
+        &result.groups,
+    ));
     attempts_section(&mut out, result, out_dir);
     out
 }
@@ -482,6 +486,8 @@ mod tests {
             pruned: Default::default(),
             surplus_runs: 0,
             jobs: 1,
+            ranking: Vec::new(),
+            groups: Vec::new(),
         }
     }
 
@@ -508,6 +514,8 @@ mod tests {
             routine: false,
             verdict,
             why: String::new(),
+            evidence: Default::default(),
+            score: Default::default(),
         };
         Diagnosis {
             candidates: vec![scf(Verdict::Benign), scf(Verdict::Cause)],

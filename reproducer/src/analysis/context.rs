@@ -94,6 +94,8 @@ mod tests {
             routine: false,
             verdict: Verdict::Cause,
             why: String::new(),
+            evidence: Default::default(),
+            score: Default::default(),
         }
     }
 

@@ -3,7 +3,7 @@
 //! time), each event tagged with the scenario node its process belongs to. Dumps of several
 //! hosts are mapped to nodes each on its own (a pid names a process only within its dump),
 //! so a fault in one host's dump and the symptom it caused in another's land on one timeline.
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 
 use anyhow::{bail, Result};
@@ -36,6 +36,8 @@ pub struct DumpInfo {
     /// wall-clock time the dump was taken
     pub taken_ns: u64,
     pub lost_events: u64,
+    /// pid -> wall-clock time its process started (exec or fork), from the dump's process table
+    pub process_starts: HashMap<u32, u64>,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -142,6 +144,12 @@ impl Timeline {
             interfaces: meta.interfaces.clone(),
             taken_ns: dump.taken_ns(),
             lost_events: meta.counters.lost_events(),
+            process_starts: meta
+                .processes
+                .iter()
+                .filter(|p| p.start_ns > 0)
+                .map(|p| (p.pid, meta.clock.realtime_of(p.start_ns)))
+                .collect(),
         });
         Ok(map)
     }

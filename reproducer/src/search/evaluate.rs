@@ -25,6 +25,9 @@ impl Search<'_> {
         mut each: impl FnMut(usize, &Feedback) -> ControlFlow<()>,
     ) -> Step<()> {
         for (i, (trial, what)) in trials.iter().enumerate() {
+            if self.share_spent() {
+                break; // the group hands over (coverage.rs)
+            }
             let fb = go!(self.evaluate(trial, what.clone(), &trials[i + 1..]));
             if each(i, &fb).is_break() {
                 break;
@@ -65,6 +68,13 @@ impl Search<'_> {
                 self.runs,
                 self.best_words()
             ))));
+        }
+        // the group's share is spent: the trial is not made (coverage.rs)
+        if self.share_spent() {
+            return Ok(Continue(super::coverage::not_run(trial.faults.len())));
+        }
+        for f in &trial.faults {
+            self.tried[f.candidate] += 1;
         }
         let schedule = trial.schedule();
         if let Some(fb) = self.seen.get(&schedule) {

@@ -11,6 +11,7 @@ use std::path::PathBuf;
 use anyhow::bail;
 
 use super::draft::{symbol_of, Draft};
+use super::nth::{nth_order, nth_start};
 use super::runner::Feedback;
 use super::{Search, Step};
 use crate::analysis::diagnose::FaultGuess;
@@ -31,15 +32,50 @@ const MAX_SITES: usize = 40;
 pub(super) const MAX_LONE_NETWORK_FAULTS: usize = 4;
 
 impl Search<'_> {
-    /// The fault-free check, then levels 1, 2 and 3; Break when the search stops.
+    /// The fault-free check, then levels 1, 2 and 3; Break when the search stops. Each
+    /// group of trials after level 1's causes runs within its share of the budget
+    /// (coverage.rs): the set-aside round, each level-2 draft, each level-3 draft.
     pub(super) fn levels(&mut self) -> Step<()> {
         go!(self.check_oracle());
+        self.level = 1;
+        let (mut bases, showed_bug) = go!(self.group("level 1: the causes".into(), 0, Self::level1));
+        if !showed_bug {
+            // the set-aside round, level 2's drafts and level 3 share what is left
+            let groups_left = 1 + bases.len() + self.level3_may_follow(&bases) as usize;
+            let aside = go!(self.group(
+                "level 1: the candidates set aside, each alone, by score".into(),
+                groups_left,
+                Self::set_aside_alone
+            ));
+            // they showed the bug where the causes did not: refined first
+            bases.splice(0..0, aside);
+        }
+        self.level = 2;
+        let mut refined = Vec::new();
+        let level3 = self.level3_may_follow(&bases) as usize;
+        for (i, base) in bases.iter().enumerate() {
+            let what = format!("level 2: {}", self.draft_words(base));
+            let groups_left = bases.len() - i + level3;
+            refined.push(go!(self.group(what, groups_left, |s| s.level2(base.clone()))));
+        }
+        self.level = 3;
+        let with_sites: Vec<Draft> = refined.into_iter().filter(|d| self.has_level3(d)).collect();
+        for (i, draft) in with_sites.iter().enumerate() {
+            let what = format!("level 3: {}", self.draft_words(draft));
+            go!(self.group(what, with_sites.len() - i, |s| s.level3(draft.clone())));
+        }
+        Ok(Continue(()))
+    }
+
+    /// Level 1's causes: the process and network faults together (then each network fault
+    /// alone when they miss), each syscall candidate with them. Returns the drafts level 2
+    /// refines, those that showed the bug first, and whether any run showed it.
+    fn level1(&mut self) -> Step<(Vec<Draft>, bool)> {
         let backbone: Vec<usize> = (0..self.causes_end).filter(|&i| !self.is_syscall(i)).collect();
         let syscalls: Vec<usize> = (0..self.causes_end)
             .filter(|&i| self.is_syscall(i))
             .take(MAX_SYSCALL_CANDIDATES)
             .collect();
-        self.level = 1;
         let mut bases = Vec::new();
         let mut showed_bug = false;
         let with_syscall: Vec<(Draft, String)> = syscalls
@@ -68,21 +104,33 @@ impl Search<'_> {
             Continue(())
         }));
         bases.extend(with_syscall.into_iter().map(|(draft, _)| draft));
-        if !showed_bug {
-            let aside = go!(self.set_aside_alone());
-            // they showed the bug where the causes did not: refined first
-            bases.splice(0..0, aside);
+        Ok(Continue((bases, showed_bug)))
+    }
+
+    /// A draft in words for the coverage table: its faults, or "no faults".
+    fn draft_words(&self, d: &Draft) -> String {
+        let words: Vec<String> = d.faults.iter().map(|f| self.describe(f.candidate)).collect();
+        match words.is_empty() {
+            true => "no faults".into(),
+            false => words.join(" + "),
         }
-        self.level = 2;
-        let mut refined = Vec::new();
-        for base in bases {
-            refined.push(go!(self.level2(base)));
-        }
-        self.level = 3;
-        for draft in refined {
-            go!(self.level3(draft));
-        }
-        Ok(Continue(()))
+    }
+
+    /// Whether level 3 has something to try in `draft`: a process fault with a context.
+    fn has_level3(&self, draft: &Draft) -> bool {
+        draft.faults.iter().any(|f| {
+            matches!(f.fault.kind(), FaultKind::Crash | FaultKind::Pause)
+                && !f.fault.context.after_functions.is_empty()
+        })
+    }
+
+    /// Whether level 3 may follow the drafts `bases`: one of them holds a process fault
+    /// whose production context level 2 can give it.
+    fn level3_may_follow(&self, bases: &[Draft]) -> bool {
+        bases.iter().flat_map(|d| &d.faults).any(|f| {
+            matches!(f.fault.kind(), FaultKind::Crash | FaultKind::Pause)
+                && !self.candidates[f.candidate].preceding_functions.is_empty()
+        })
     }
 
     /// Level 1 when all of the backbone together did not show the bug and it holds several
@@ -172,26 +220,49 @@ impl Search<'_> {
         Ok(Continue(draft))
     }
 
-    /// The syscall fault `k` at its 2nd, 3rd, ... matching call, until the calls end.
+    /// The syscall fault `k` at its 2nd, 3rd, ... matching call, until the calls end; or,
+    /// when production's time and the profile's rate put the failure at a later call
+    /// (nth.rs), from that call outward, never past a call a run showed does not exist.
     fn nth_search(&mut self, draft: Draft, k: usize) -> Step<Draft> {
-        let what = self.describe(draft.faults[k].candidate);
-        let trials: Vec<(Draft, String)> = (2..=MAX_NTH)
-            .map(|nth| {
+        let cand = draft.faults[k].candidate;
+        let what = self.describe(cand);
+        let estimate = nth_start(self.candidates[cand]);
+        let start = estimate.as_ref().map_or(2, |e| e.0);
+        let trials: Vec<(u32, Draft, String)> = nth_order(start, MAX_NTH as usize - 1)
+            .into_iter()
+            .enumerate()
+            .map(|(i, nth)| {
                 let mut trial = draft.clone();
                 if let Action::Syscall { nth: n, .. } = &mut trial.faults[k].fault.action {
                     *n = nth;
                 }
-                (trial, format!("{what}, call #{nth}"))
+                let why = match (&estimate, i) {
+                    (Some((_, why)), 0) => format!(" ({why})"),
+                    _ => String::new(),
+                };
+                (nth, trial, format!("{what}, call #{nth}{why}"))
             })
             .collect();
-        go!(self.evaluate_in_order(&trials, |i, fb| {
-            let nth = i as u32 + 2;
-            if !fb.fired[k] && fb.matched.get(k).copied().unwrap_or(0) < nth {
-                Break(()) // there were fewer matching calls: later ones do not exist either
-            } else {
-                Continue(())
+        // calls from this one on do not exist: a run showed only the ones before it
+        let mut ceiling = u32::MAX;
+        for (i, (nth, trial, words)) in trials.iter().enumerate() {
+            if *nth >= ceiling {
+                continue;
             }
-        }));
+            if self.share_spent() {
+                break;
+            }
+            let next: Vec<(Draft, String)> = trials[i + 1..]
+                .iter()
+                .filter(|t| t.0 < ceiling)
+                .map(|t| (t.1.clone(), t.2.clone()))
+                .collect();
+            let fb = go!(self.evaluate(trial, words.clone(), &next));
+            let matched = fb.matched.get(k).copied().unwrap_or(0);
+            if !fb.fired[k] && matched < *nth {
+                ceiling = ceiling.min(matched.saturating_add(1));
+            }
+        }
         Ok(Continue(draft))
     }
 

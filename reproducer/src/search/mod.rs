@@ -46,14 +46,16 @@ macro_rules! go {
 pub mod attempts;
 mod batch;
 pub mod confirm;
+pub mod coverage;
 mod draft;
 mod evaluate;
 mod levels;
 mod minimize;
+mod nth;
 pub mod retention;
 pub mod runner;
 
-use crate::analysis::diagnose::{Candidate, Diagnosis, FaultGuess, Verdict};
+use crate::analysis::diagnose::{Candidate, Diagnosis, Verdict};
 use crate::model::scenario::Scenario;
 use crate::model::schedule::{Action, Fault, Schedule};
 use attempts::{Attempt, AttemptLog};
@@ -120,6 +122,10 @@ pub struct SearchResult {
     /// runs made side by side that the search did not need (not in `runs`)
     pub surplus_runs: u32,
     pub jobs: usize,
+    /// the candidates in the search's order, with the attempts that held each
+    pub ranking: Vec<coverage::CandidateTried>,
+    /// the groups of trials and why each stopped
+    pub groups: Vec<coverage::GroupStop>,
 }
 
 impl SearchResult {
@@ -146,24 +152,16 @@ pub fn level_of(schedule: &Schedule) -> u8 {
     schedule.faults.iter().map(level).max().unwrap_or(0)
 }
 
-/// Set-aside candidates level 1 tries, each alone, when no draft of the causes showed the
-/// bug: a run each, so a few, best ranked first.
-pub(super) const MAX_SET_ASIDE: usize = 4;
-
-/// The process and network faults the diagnosis set aside (benign, explained, late) on a
-/// scenario node, in its rank order: a rule that excused a silence or a pause is what
-/// misses real partitions. Failed calls set aside are not tried yet: the profile saw them
-/// at their rate in fault-free runs, and failing one at its first call could bring the
-/// symptom back through another fault than production's.
+/// The candidates the diagnosis set aside (benign, explained, late) on a scenario node, in
+/// its order (by score): nothing is thrown away, level 1 tries each alone after the causes,
+/// as far as its share of the budget goes — a rule that excused a silence is what misses
+/// real partitions, and a failed call the profile saw at its rate may still matter.
 fn set_aside(diagnosis: &Diagnosis) -> Vec<&Candidate> {
-    let mut out: Vec<&Candidate> = diagnosis
+    diagnosis
         .candidates
         .iter()
         .filter(|c| c.verdict != Verdict::Cause && c.node.is_some())
-        .filter(|c| !matches!(c.guess, FaultGuess::Syscall { .. }))
-        .collect();
-    out.truncate(MAX_SET_ASIDE);
-    out
+        .collect()
 }
 
 pub struct Search<'a> {
@@ -192,6 +190,12 @@ pub struct Search<'a> {
     /// attempts whose runs are kept whatever their age
     best_attempt: Option<u32>,
     first_bug_attempt: Option<u32>,
+    /// per candidate: the attempts that held it
+    tried: Vec<u32>,
+    /// the limits of the group of trials under way (coverage.rs), and why it handed over
+    share: Option<coverage::Share>,
+    handover: Option<String>,
+    groups: Vec<coverage::GroupStop>,
 }
 
 impl<'a> Search<'a> {
@@ -207,6 +211,7 @@ impl<'a> Search<'a> {
         let mut candidates: Vec<&Candidate> = diagnosis.causes().filter(|c| c.node.is_some()).collect();
         let causes_end = candidates.len();
         candidates.extend(set_aside(diagnosis));
+        let candidates_len = candidates.len();
         let log = AttemptLog::create(&cfg.out, cfg.keep_bytes)?;
         Ok(Search {
             scenario,
@@ -226,6 +231,10 @@ impl<'a> Search<'a> {
             interrupted: false,
             best_attempt: None,
             first_bug_attempt: None,
+            tried: vec![0; candidates_len],
+            share: None,
+            handover: None,
+            groups: Vec::new(),
         })
     }
 
@@ -276,6 +285,7 @@ impl<'a> Search<'a> {
         let schedule = draft.map(|d| d.schedule());
         let level = schedule.as_ref().map(level_of).unwrap_or(self.level);
         let surplus_runs = self.batch.finish(&mut self.log)?;
+        let ranking = self.ranking();
         let keep_bytes = self.log.keep_bytes();
         let (attempts, pruned) = self.log.finish(self.progress)?;
         if !pruned.attempts.is_empty() {
@@ -308,6 +318,8 @@ impl<'a> Search<'a> {
             pruned,
             surplus_runs,
             jobs: self.cfg.jobs.max(1),
+            ranking,
+            groups: std::mem::take(&mut self.groups),
         })
     }
 

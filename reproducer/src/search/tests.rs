@@ -46,6 +46,8 @@ struct Fake {
     /// runs going on now, and the most at once
     in_flight: AtomicU32,
     max_in_flight: AtomicU32,
+    /// how long each run takes
+    delay: std::time::Duration,
 }
 
 type IndexOracle = dyn Fn(&FaultPlan, &[bool], u32) -> bool + Send + Sync;
@@ -69,6 +71,7 @@ impl Fake {
             bug_by_index: None,
             in_flight: AtomicU32::new(0),
             max_in_flight: AtomicU32::new(0),
+            delay: std::time::Duration::ZERO,
         }
     }
 
@@ -99,6 +102,7 @@ impl Runner for Fake {
             dir.display()
         );
         let run = self.runs.fetch_add(1, Ordering::SeqCst) + 1;
+        std::thread::sleep(self.delay);
         if self.interrupt_at.is_some_and(|at| run >= at) {
             anyhow::bail!("interrupted");
         }
@@ -167,6 +171,8 @@ fn candidate(guess: FaultGuess, node: usize, at_s: u64, preceding: &[&str]) -> C
         routine: false,
         verdict: Verdict::Cause,
         why: "production said so".into(),
+        evidence: Default::default(),
+        score: Default::default(),
     }
 }
 
@@ -1106,4 +1112,161 @@ fn the_time_budget_stops_the_search_with_what_it_found() {
         o => panic!("{o:?}"),
     }
     assert_eq!(fake.runs(), 0);
+}
+
+/// A failed call the diagnosis set aside as benign, with its score.
+fn benign(guess: FaultGuess, node: usize, at_s: u64, score: f64) -> Candidate {
+    let mut c = candidate(guess, node, at_s, &[]);
+    c.verdict = Verdict::Benign;
+    c.why = "fault-free runs see it too".into();
+    c.score.value = score;
+    c
+}
+
+#[test]
+fn failed_calls_set_aside_are_tried_after_the_causes_in_score_order() {
+    let d = diagnosis(vec![
+        candidate(crash(), 0, 1, &[]),
+        benign(syscall("openat", "ENOENT"), 1, 2, 0.5),
+        benign(syscall("read", "EAGAIN"), 1, 3, 0.02),
+    ]);
+    let eagain = |plan: &FaultPlan| {
+        plan.faults.iter().any(
+            |f| matches!(&f.action, PlannedAction::Syscall { errno, .. } if *errno == Some(libc::EAGAIN)),
+        )
+    };
+    let fake = Fake::new(move |plan, _, _| eagain(plan));
+    let lines = Lines::default();
+    let (r, _out) = search_with_progress(&fake, &d, 150, 1, &lines);
+    let r = r.unwrap();
+    assert_eq!(
+        (r.outcome.clone(), r.level),
+        (Outcome::Reproduced, 1),
+        "{:?}",
+        lines.0.borrow()
+    );
+    // the fault-free check, the crash, then the set-aside calls alone, the higher score first
+    assert_eq!(r.runs_to_first, Some(4), "{:?}", lines.0.borrow());
+    let aside: Vec<String> = level_1_attempts(&r)
+        .into_iter()
+        .filter(|w| w.contains("though set aside"))
+        .map(String::from)
+        .collect();
+    assert_eq!(aside.len(), 2, "{aside:?}");
+    assert!(
+        aside[0].starts_with("openat failing with ENOENT on db2 alone"),
+        "{aside:?}"
+    );
+    assert!(
+        aside[1].starts_with("read failing with EAGAIN on db2 alone"),
+        "{aside:?}"
+    );
+    let tried: Vec<(usize, u32)> = r.ranking.iter().map(|c| (c.rank, c.attempts)).collect();
+    assert!(tried.iter().all(|&(_, n)| n > 0), "{tried:?}");
+    let report = coverage::markdown(&r.ranking, &r.groups);
+    assert!(
+        report.contains("3. read failing with EAGAIN on db2 (score 0.02, set aside: Benign)"),
+        "{report}"
+    );
+}
+
+/// Two syscall causes; the bug needs the second one's 5th call.
+fn two_causes() -> (Diagnosis, Fake) {
+    let d = diagnosis(vec![
+        candidate(syscall("read", "EIO"), 0, 1, &[]),
+        candidate(syscall("write", "EIO"), 1, 2, &[]),
+    ]);
+    let mut fake = Fake::new(|plan, _, _| {
+        plan.faults.iter().any(|f| {
+            matches!(&f.action, PlannedAction::Syscall { nr, nth: 5, .. } if *nr == libc::SYS_write as u32)
+        })
+    });
+    fake.calls = 1000;
+    (d, fake)
+}
+
+#[test]
+fn a_group_that_spends_its_share_of_the_runs_hands_over_to_the_next() {
+    let (d, mut fake) = two_causes();
+    // 40 runs: the read's Nth-call walk alone (49 calls) would spend them all
+    let r = search(&mut fake, &d, 40).0.unwrap();
+    assert_eq!(r.outcome, Outcome::Reproduced, "{:?}", r.groups);
+    let read = r
+        .groups
+        .iter()
+        .find(|g| g.what.starts_with("level 2: read"))
+        .unwrap();
+    assert_eq!(
+        read.stopped, "handed over to the next group: its share of the runs (18) is spent",
+        "{:?}",
+        r.groups
+    );
+    assert_eq!(read.runs, 18);
+    let write = r
+        .groups
+        .iter()
+        .find(|g| g.what.starts_with("level 2: write"))
+        .unwrap();
+    assert_eq!(write.stopped, "found: a schedule met the target");
+    let report = coverage::markdown(&r.ranking, &r.groups);
+    assert!(
+        report.contains("| 2 | level 2: read failing with EIO on db1 | 18 |"),
+        "{report}"
+    );
+}
+
+#[test]
+fn a_group_that_spends_its_share_of_the_time_hands_over_to_the_next() {
+    let (d, mut fake) = two_causes();
+    fake.delay = std::time::Duration::from_millis(20);
+    let scenario = Scenario::parse(SCENARIO, "t").unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let cfg = SearchConfig {
+        target_rate: 0.8,
+        max_runs: 1000,
+        // the read's share is under 0.75 s: less than its 49 calls of 20 ms
+        max_time: std::time::Duration::from_millis(1500),
+        out: out.path().to_path_buf(),
+        keep_bytes: u64::MAX,
+        jobs: 1,
+    };
+    let r = Search::new(&scenario, &d, cfg, &fake, &Lines::default())
+        .and_then(Search::run)
+        .unwrap();
+    let read = r
+        .groups
+        .iter()
+        .find(|g| g.what.starts_with("level 2: read"))
+        .unwrap();
+    assert!(
+        read.stopped
+            .starts_with("handed over to the next group: its share of the time"),
+        "{:?}",
+        r.groups
+    );
+    // the write's Nth calls were reached
+    let write = r.ranking.iter().find(|c| c.what.starts_with("write")).unwrap();
+    assert!(write.attempts > 1, "{:?}", r.ranking);
+}
+
+#[test]
+fn the_nth_call_search_starts_where_production_s_time_and_the_rate_put_it() {
+    let mut c = candidate(syscall("write", "ECONNRESET"), 0, 1, &[]);
+    // 50 writes/s fault-free, the failure 12.4 s after the process started: call 620
+    c.evidence.since_start_ms = Some(12_400);
+    c.evidence.calls_per_s = Some((50.0, 30.0));
+    let d = diagnosis(vec![c]);
+    let mut fake = Fake::new(|plan, _, _| syscall_nth(plan) == 619);
+    fake.calls = 1000;
+    let lines = Lines::default();
+    let (r, _out) = search_with_progress(&fake, &d, 150, 1, &lines);
+    let r = r.unwrap();
+    assert_eq!((r.outcome, r.level), (Outcome::Reproduced, 2));
+    // the check, call 1, then 620, 621, 619
+    assert_eq!(r.runs_to_first, Some(5), "{:?}", lines.0.borrow());
+    let whats: Vec<&str> = r.attempts.iter().map(|a| a.what.as_str()).collect();
+    assert!(
+        whats[2].starts_with("write failing with ECONNRESET on db1, call #620 (started at call #620: production's failure came 12.40 s after its process started"),
+        "{whats:?}"
+    );
 }

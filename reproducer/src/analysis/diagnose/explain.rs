@@ -58,6 +58,7 @@ impl Builder<'_> {
             {
                 c.verdict = Verdict::Explained;
                 c.why = format!("{}; explained by {what}", c.why);
+                c.evidence.explained_by = Some(what.clone());
             }
         }
     }
@@ -104,6 +105,7 @@ impl Builder<'_> {
             if let Some((what, ..)) = hit {
                 c.verdict = Verdict::Explained;
                 c.why = format!("{}; during or right after {what}", c.why);
+                c.evidence.explained_by = Some(format!("{what} (during or right after it)"));
             }
         }
     }

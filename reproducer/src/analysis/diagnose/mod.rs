@@ -27,12 +27,14 @@ mod network;
 mod preceding;
 mod process;
 mod render;
+mod score;
 mod storage;
 mod syscalls;
 #[cfg(test)]
 mod tests;
 
 pub use render::render;
+pub use score::{number, Evidence, Factor, Score};
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]
@@ -87,6 +89,10 @@ pub struct Candidate {
     pub routine: bool,
     pub verdict: Verdict,
     pub why: String,
+    /// what the rules saw of it: the inputs of its score
+    pub evidence: Evidence,
+    /// its score from that evidence, with the reasons (score.rs); the ranking's order
+    pub score: Score,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -129,6 +135,10 @@ pub struct BaselineRates {
     pub failures_most_in_a_run: HashMap<(String, String, String, Option<String>), u64>,
     /// (node, peer, service port) -> the longest silence of fault-free runs, ms
     pub gaps: HashMap<(String, String, u16), u64>,
+    /// (node, syscall) -> calls per second, failed or not
+    pub calls: HashMap<(String, String), f64>,
+    /// the longest fault-free run, s
+    pub longest_run_s: f64,
 }
 
 impl BaselineRates {
@@ -165,11 +175,19 @@ impl BaselineRates {
             .into_iter()
             .map(|g| ((g.node, g.peer, g.port), g.longest_ms))
             .collect();
+        let calls = p
+            .syscalls
+            .iter()
+            .map(|s| ((s.node.clone(), s.syscall.clone()), s.per_second))
+            .collect();
+        let longest_run_s = p.run_seconds.iter().copied().fold(0.0, f64::max);
         BaselineRates {
             scenario: p.scenario,
             failures,
             failures_most_in_a_run,
             gaps,
+            calls,
+            longest_run_s,
         }
     }
 }
@@ -240,26 +258,20 @@ impl Builder<'_> {
             routine: false,
             verdict: Verdict::Cause,
             why,
+            evidence: Evidence::default(),
+            score: Score::default(),
         }
     }
 }
 
-/// Ranks causes: process faults, then partitions, then failed syscalls (the paper's
-/// order), failures that are part of normal operation after all of them; production order
-/// within a kind.
-fn rank(c: &Candidate) -> (u8, bool, u8, u64) {
-    let kind = match c.guess {
-        FaultGuess::Crash { .. } | FaultGuess::Pause { .. } => 0,
-        FaultGuess::Partition { .. } => 1,
-        FaultGuess::Syscall { .. } => 2,
-    };
-    let verdict = match c.verdict {
-        Verdict::Cause => 0,
-        Verdict::Late => 1,
-        Verdict::Explained => 2,
-        Verdict::Benign => 3,
-    };
-    (verdict, c.routine, kind, c.at_ns)
+/// The ranking: the causes, then what the rules set aside (benign, explained, late), each
+/// by score, highest first (score.rs); production order between equal scores.
+fn rank(a: &Candidate, b: &Candidate) -> std::cmp::Ordering {
+    let tier = |c: &Candidate| c.verdict != Verdict::Cause;
+    tier(a)
+        .cmp(&tier(b))
+        .then(b.score.value.total_cmp(&a.score.value))
+        .then(a.at_ns.cmp(&b.at_ns))
 }
 
 /// How the candidates' contexts are found: [`contexts::preceding_functions`]; the unit tests
@@ -309,7 +321,9 @@ fn diagnose_with(
     b.mark_late();
     // preceding.rs: the functions each candidate's node ran before it
     b.contexts(preceding);
-    b.candidates.sort_by_key(rank);
+    // score.rs: every candidate's score from its evidence, with the reasons
+    b.score();
+    b.candidates.sort_by(rank);
     b.finish()
 }
 

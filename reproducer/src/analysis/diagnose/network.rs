@@ -86,6 +86,9 @@ impl Builder<'_> {
                     reason,
                 );
                 c.who = node_name(self.scenario, a);
+                // score.rs: what the silence was set aside for
+                (c.evidence.norm_ms, c.evidence.never_carried) = (norm, g.packets == 0);
+                c.evidence.connections = 1;
                 fold_aside(&mut aside, c, a);
                 continue;
             }
@@ -158,6 +161,11 @@ impl Builder<'_> {
                 "fault-free runs never see these connections silent over {longest} ms"
             ));
         }
+        // score.rs: the evidence, as numbers
+        c.evidence.resumed = group.iter().any(|s| s.resumed);
+        c.evidence.torn_down = group.iter().any(|s| s.torn_down);
+        c.evidence.connections = conns.len() as u32;
+        c.evidence.norm_ms = group.iter().filter_map(|s| s.beyond_norm).max();
         let base = format!(
             "no packets between {} and {} for {duration_ms} ms ({} silent connection(s))",
             node_name(self.scenario, lo),

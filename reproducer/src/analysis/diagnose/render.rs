@@ -1,5 +1,5 @@
-//! The diagnosis as text: symptoms, the candidates most likely first with what their node
-//! ran before, what was set aside and why, and the notes.
+//! The diagnosis as text: symptoms, the candidates by score with the score's reasons and
+//! what their node ran before, what was set aside (with its score) and why, and the notes.
 use std::fmt::Write as _;
 
 use super::{node_name, Candidate, Diagnosis, FaultGuess, Scenario, Verdict};
@@ -86,7 +86,11 @@ pub fn render(d: &Diagnosis, scenario: Option<&Scenario>) -> String {
         );
     }
     let causes: Vec<&Candidate> = d.causes().collect();
-    let _ = writeln!(out, "fault candidates ({}), most likely first:", causes.len());
+    let _ = writeln!(
+        out,
+        "fault candidates ({}), by score (highest first; the reasons below each):",
+        causes.len()
+    );
     for (i, c) in causes.iter().enumerate() {
         let _ = writeln!(
             out,
@@ -97,6 +101,7 @@ pub fn render(d: &Diagnosis, scenario: Option<&Scenario>) -> String {
             describe(&c.guess, scenario),
             c.why
         );
+        let _ = writeln!(out, "      score {}", c.score.summary());
         if !c.preceding_functions.is_empty() {
             let names: Vec<&str> = c
                 .preceding_functions
@@ -113,7 +118,11 @@ pub fn render(d: &Diagnosis, scenario: Option<&Scenario>) -> String {
         .filter(|c| c.verdict != Verdict::Cause)
         .collect();
     if !others.is_empty() {
-        let _ = writeln!(out, "set aside ({}):", others.len());
+        let _ = writeln!(
+            out,
+            "set aside ({}), by score: tried after the candidates above, alone, when the budget allows:",
+            others.len()
+        );
         for c in others {
             let what = match &c.guess {
                 FaultGuess::Partition { peer, duration_ms } => {
@@ -123,11 +132,12 @@ pub fn render(d: &Diagnosis, scenario: Option<&Scenario>) -> String {
             };
             let _ = writeln!(
                 out,
-                "      {:>10}  {}: {what} — {:?}: {}",
+                "      {:>10}  {}: {what} — {:?}: {} [score {}]",
                 rel(c.at_ns, d.end_ns),
                 placed(d, &c.who, &c.host),
                 c.verdict,
-                c.why
+                c.why,
+                c.score.summary()
             );
         }
     }

@@ -155,6 +155,7 @@ mod tests {
             interfaces: Vec::new(),
             taken_ns: 100 * S,
             lost_events: 0,
+            process_starts: Default::default(),
         };
         Timeline {
             events,

@@ -94,7 +94,13 @@ impl Builder<'_> {
                     .copied()
             });
             c.routine = is_routine(&syscall, &errno, first_path(first));
+            // score.rs: the fault-free burst to compare with
+            c.evidence.most_in_a_run = self.baseline.and_then(|b| {
+                let key = (c.who.clone(), syscall.clone(), errno.clone(), path.clone());
+                b.failures_most_in_a_run.get(&key).copied()
+            });
             let (verdict, why) = if killed_in_call {
+                c.evidence.explained_by = Some("the signal that killed the process right after".into());
                 let seen = how_often(&c);
                 (
                     Verdict::Explained,
@@ -103,6 +109,9 @@ impl Builder<'_> {
             } else {
                 self.judge_failure(&c, &errno)
             };
+            if verdict == Verdict::Explained && c.evidence.explained_by.is_none() {
+                c.evidence.explained_by = Some(format!("a signal ({errno} is kernel-internal)"));
+            }
             c.verdict = verdict;
             c.why = why;
             self.candidates.push(c);

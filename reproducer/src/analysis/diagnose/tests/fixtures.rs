@@ -211,6 +211,7 @@ pub mod three_nodes {
             interfaces: Vec::new(),
             taken_ns: DUMP_AT,
             lost_events: 0,
+            process_starts: Default::default(),
         };
         Timeline {
             events,

@@ -20,6 +20,7 @@ fn lost_events_are_a_note_and_render_lists_every_part() {
         interfaces: Vec::new(),
         taken_ns: 3 * SEC,
         lost_events: 7,
+        process_starts: Default::default(),
     });
     let d = diagnose(&t, Some(&scenario()), None);
     assert!(
