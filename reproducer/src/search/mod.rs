@@ -8,7 +8,9 @@
 //! minimized schedule replayed afresh: after dozens of schedules, the one that passed the
 //! sequential test may have passed by luck, so the result is the rate of that independent
 //! replay. A fault that stops a node from starting is a result of its attempt, not an error;
-//! Ctrl-C ends the search with what it has.
+//! Ctrl-C ends the search with what it has. After level 1's causes, each group of trials
+//! (the candidates set aside, each level-2 and level-3 draft) gets a share of what is left
+//! of the budget and hands over to the next when it is spent (`coverage`).
 //!
 //! With `jobs` > 1 runs go side by side, and the search reaches the same schedules and the
 //! same result as with one: where a loop knows its next candidates (level 1's list, the
@@ -23,7 +25,8 @@
 //! The files: this one has the public types and `Search::run`, the order of the stages;
 //! `levels` the choices of levels 1–3, `minimize` the minimization, `evaluate` one
 //! candidate's turn (its run, attempt, confirmation) and the replay, `draft` the schedules in
-//! the making and their words. `batch` is the machinery of the runs made ahead and side by
+//! the making and their words, `nth` where the Nth-call search starts, `coverage` the groups'
+//! shares and what the search tried. `batch` is the machinery of the runs made ahead and side by
 //! side: the strategy names the candidate due and those that come after it, and gets the
 //! due one's run. What the search is doing goes to a `Progress` sink, a line at a time.
 use std::collections::HashMap;

@@ -6,12 +6,14 @@
 //! longer than the profile saw on the same node pair and port, and corroborated (traffic
 //! resumed after it, the connection was torn down, or several connections of the pair went
 //! silent together). Failures after the first symptom are its consequences, and failures
-//! that are part of normal operation (EAGAIN, EINPROGRESS, ...) are ranked last.
+//! that are part of normal operation (EAGAIN, EINPROGRESS, ...) are ranked last. Nothing is
+//! dropped: every candidate, set aside or not, gets a score from its evidence (`score.rs`),
+//! and the ranking is the causes, then what was set aside, each by score.
 //!
 //! This file holds the types, the `Builder` the rules add to, and the passes in the order
 //! `diagnose_with` runs them; each rule family is a file of its own: `process.rs`,
-//! `network.rs`, `syscalls.rs`, `storage.rs`, `explain.rs`, `preceding.rs`, and `render.rs`
-//! for the text.
+//! `network.rs`, `syscalls.rs`, `storage.rs`, `explain.rs`, `preceding.rs`, `score.rs`, and
+//! `render.rs` for the text.
 use std::collections::HashMap;
 
 use serde::Serialize;
