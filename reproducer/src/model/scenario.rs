@@ -19,6 +19,10 @@ pub struct Scenario {
     pub name: String,
     #[serde(default = "default_timeout")]
     pub run_timeout_s: u64,
+    /// how long each node's `ready` may take to succeed (default: run_timeout_s, at most 60):
+    /// a clustered server that syncs with its peers at start may need longer
+    #[serde(default)]
+    pub ready_timeout_s: Option<u64>,
     /// commands run in the run's workdir before the nodes start, in order
     #[serde(default)]
     pub setup: Vec<SetupStep>,
@@ -177,6 +181,9 @@ impl Scenario {
         if self.run_timeout_s == 0 {
             bail!("scenario {origin}: run_timeout_s must be positive");
         }
+        if self.ready_timeout_s == Some(0) {
+            bail!("scenario {origin}: ready_timeout_s must be positive");
+        }
         let mut prefix: Option<[u8; 3]> = None;
         // a dry expansion with every node known catches unknown placeholders before any run
         let mut probe = Placeholders {
@@ -292,7 +299,7 @@ impl Scenario {
 
     /// How long a node's `ready` command may take to succeed.
     pub fn ready_timeout_s(&self) -> u64 {
-        self.run_timeout_s.min(60)
+        self.ready_timeout_s.unwrap_or(self.run_timeout_s.min(60))
     }
 
     /// Whether anything runs as another account (then the run directory must be reachable).
@@ -322,9 +329,35 @@ command = ["true"]
 "#;
 
     #[test]
+    fn ready_timeout_defaults_to_the_run_timeout_up_to_a_minute() {
+        let s = Scenario::parse(
+            &GOOD.replace("name = \"kv\"", "name = \"kv\"\nrun_timeout_s = 20"),
+            "t",
+        )
+        .unwrap();
+        assert_eq!(s.ready_timeout_s(), 20);
+        let s = Scenario::parse(
+            &GOOD.replace("name = \"kv\"", "name = \"kv\"\nready_timeout_s = 180"),
+            "t",
+        )
+        .unwrap();
+        assert_eq!(s.ready_timeout_s(), 180);
+        let err = Scenario::parse(
+            &GOOD.replace("name = \"kv\"", "name = \"kv\"\nready_timeout_s = 0"),
+            "t",
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string().contains("ready_timeout_s must be positive"),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn parses_and_expands() {
         let s = Scenario::parse(GOOD, "t").unwrap();
         assert_eq!(s.run_timeout_s, 60);
+        assert_eq!(s.ready_timeout_s(), 60);
         let mut p = Placeholders {
             workdir: "/srv/w".into(),
             ..Default::default()
