@@ -45,9 +45,24 @@ fn create_dir(dir: &Path) -> Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))
 }
 
+/// One page per command and subcommand (`tracerd.1`, `tracerd-run.1`, ...), each footed with
+/// the program's name and version (clap_mangen's own `generate_to` leaves the version off the
+/// subcommands' pages).
 fn write_man_pages(cmd: clap::Command, dir: &Path) -> Result<()> {
+    fn write(cmd: clap::Command, source: &str, dir: &Path) -> Result<()> {
+        for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+            write(sub.clone(), source, dir)?;
+        }
+        let page = clap_mangen::Man::new(cmd).source(source);
+        page.generate_to(dir)
+            .with_context(|| format!("writing a man page into {}", dir.display()))?;
+        Ok(())
+    }
     create_dir(dir)?;
-    clap_mangen::generate_to(cmd, dir).with_context(|| format!("writing man pages into {}", dir.display()))
+    let source = format!("{} {}", cmd.get_name(), cmd.get_version().unwrap_or_default());
+    let mut cmd = cmd.disable_help_subcommand(true);
+    cmd.build();
+    write(cmd, &source, dir)
 }
 
 fn write_completions(mut cmd: clap::Command, bin: &str, dir: &Path) -> Result<()> {
