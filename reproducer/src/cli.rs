@@ -5,8 +5,6 @@ use std::path::PathBuf;
 
 use clap::{CommandFactory, Parser, Subcommand};
 
-use crate::analysis::profile;
-
 /// The command line as clap sees it, for man pages and completions.
 pub fn command() -> clap::Command {
     Cli::command()
@@ -115,7 +113,7 @@ pub enum Command {
         #[arg(long = "functions-from", value_name = "PATTERN")]
         functions_from: Vec<String>,
         /// A function called less often than this (mean calls per second) is infrequent
-        #[arg(long, value_name = "CALLS_PER_S", default_value_t = profile::DEFAULT_INFREQUENT_BELOW)]
+        #[arg(long, value_name = "CALLS_PER_S", default_value_t = crate::analysis::profile::DEFAULT_INFREQUENT_BELOW)]
         infrequent_below: f64,
         /// The profile (JSON); the infrequent functions go next to it, extension .functions
         #[arg(long, value_name = "FILE")]
@@ -124,4 +122,14 @@ pub enum Command {
         #[arg(long, value_name = "N")]
         jobs: Option<usize>,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    /// clap's own check of the definitions (conflicting names, bad defaults), which otherwise
+    /// only fails when the faulty subcommand is parsed.
+    #[test]
+    fn definitions_are_consistent() {
+        super::command().debug_assert();
+    }
 }

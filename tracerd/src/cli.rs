@@ -132,3 +132,13 @@ pub enum Command {
 pub enum ExportFormat {
     Perfetto,
 }
+
+#[cfg(test)]
+mod tests {
+    /// clap's own check of the definitions (conflicting names, bad defaults), which otherwise
+    /// only fails when the faulty subcommand is parsed.
+    #[test]
+    fn definitions_are_consistent() {
+        super::command().debug_assert();
+    }
+}
