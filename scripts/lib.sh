@@ -3,6 +3,8 @@
 # shellcheck shell=bash
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# where cargo builds: CARGO_TARGET_DIR when set, else target/ (release/, debian/ under it)
+TARGET_DIR="$(realpath -m "${CARGO_TARGET_DIR:-$REPO_ROOT/target}")"
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 
 say() { printf '==> %s\n' "$*" >&2; }
@@ -46,6 +48,41 @@ install_perfetto_decoder() {
   say "installing Perfetto's Python package (its trace schema) into $PERFETTO_VENV"
   "$PERFETTO_VENV/bin/pip" install --quiet --disable-pip-version-check perfetto==0.59.1
   "$PERFETTO_VENV/bin/python3" -c "$check"
+}
+
+# Tools the scripts install for themselves (cargo install --root), pinned, in target/tools.
+TOOLS_DIR="$REPO_ROOT/target/tools"
+
+# cargo-deb, the Debian packager of scripts/package, at a pinned version (its own build in
+# target/tools/build, removed after).
+CARGO_DEB_VERSION=3.8.0
+CARGO_DEB="$TOOLS_DIR/bin/cargo-deb"
+install_cargo_deb() {
+  "$CARGO_DEB" --version 2>/dev/null | grep -qxF "cargo-deb $CARGO_DEB_VERSION" && return 0
+  say "installing cargo-deb $CARGO_DEB_VERSION into $TOOLS_DIR"
+  cargo install --locked --quiet --force --root "$TOOLS_DIR" --target-dir "$TOOLS_DIR/build" \
+    --version "$CARGO_DEB_VERSION" cargo-deb
+  rm -rf "$TOOLS_DIR/build"
+  "$CARGO_DEB" --version | grep -qxF "cargo-deb $CARGO_DEB_VERSION"
+}
+
+# Kubernetes' OpenAPI schemas with a validator (the kubernetes-validate package, which ships
+# them), in a virtualenv in target/: scripts/test validates deploy/kubernetes/ offline.
+KUBE_VALIDATE_VENV="$REPO_ROOT/target/kube-validate-venv"
+KUBE_VALIDATE_VERSION=1.37.0
+install_kubernetes_validate() {
+  local check="import importlib.metadata as m; assert m.version('kubernetes-validate') == '$KUBE_VALIDATE_VERSION'"
+  "$KUBE_VALIDATE_VENV/bin/python3" -c "$check" 2>/dev/null && return 0
+  command -v python3 >/dev/null || install_packages python3
+  if ! python3 -m venv "$KUBE_VALIDATE_VENV" >/dev/null 2>&1; then
+    install_packages python3-venv
+    rm -rf "$KUBE_VALIDATE_VENV"
+    python3 -m venv "$KUBE_VALIDATE_VENV"
+  fi
+  say "installing kubernetes-validate $KUBE_VALIDATE_VERSION (Kubernetes' schemas) into $KUBE_VALIDATE_VENV"
+  "$KUBE_VALIDATE_VENV/bin/pip" install --quiet --disable-pip-version-check \
+    "kubernetes-validate==$KUBE_VALIDATE_VERSION"
+  "$KUBE_VALIDATE_VENV/bin/python3" -c "$check"
 }
 
 # build_release [CARGO_ARGS...]: the release build, of the workspace's binaries by default; the

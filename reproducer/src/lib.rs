@@ -12,6 +12,7 @@
 //! engine and libbpf; `--no-default-features` builds the analysis alone, which needs no
 //! clang, libelf or libbpf (a laptop that only diagnoses dumps).
 pub mod analysis;
+pub mod cli;
 pub mod interrupt;
 pub mod model;
 pub mod report;

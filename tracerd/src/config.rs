@@ -330,6 +330,53 @@ mod tests {
         assert_eq!(c, Config::default(), "systemd/tracerd.toml shows every default");
     }
 
+    /// The example (the Debian package's /etc/tracerd/tracerd.toml) names every file setting,
+    /// set or in a comment, `[triggers]`' too.
+    #[test]
+    fn example_file_names_every_setting() {
+        let example = include_str!("../../systemd/tracerd.toml");
+        let named = |key: &str| {
+            example.lines().any(|l| {
+                let l = l.trim_start_matches('#').trim_start();
+                l.starts_with(&format!("{key} =")) || l == format!("[[{key}]]") || l == format!("[{key}]")
+            })
+        };
+        let defaults = serde_json::to_value(Config::default()).unwrap();
+        let top = defaults.as_object().unwrap();
+        let triggers = top["triggers"].as_object().unwrap();
+        for key in top.keys().chain(triggers.keys()) {
+            assert!(named(key), "systemd/tracerd.toml does not name `{key}`");
+        }
+    }
+
+    /// The DaemonSet's tracerd.toml (deploy/kubernetes) is a valid configuration whose
+    /// directories are the ones the DaemonSet mounts.
+    #[test]
+    fn kubernetes_config_map_is_valid_and_mounted() {
+        let manifest = include_str!("../../deploy/kubernetes/tracerd-config.yaml");
+        let daemonset = include_str!("../../deploy/kubernetes/tracerd-daemonset.yaml");
+        let toml: String = manifest
+            .lines()
+            .skip_while(|l| l.trim() != "tracerd.toml: |")
+            .skip(1)
+            .take_while(|l| l.is_empty() || l.starts_with("    "))
+            .map(|l| format!("{}\n", l.get(4..).unwrap_or("")))
+            .collect();
+        let c = Config::parse(&toml, "deploy/kubernetes/tracerd-config.yaml").unwrap();
+        let metrics = c
+            .metrics_textfile
+            .as_deref()
+            .expect("the DaemonSet writes metrics");
+        for dir in [
+            &c.dump_dir,
+            c.control_socket.parent().unwrap(),
+            metrics.parent().unwrap(),
+        ] {
+            let mount = format!("mountPath: {}", dir.display());
+            assert!(daemonset.contains(&mount), "the DaemonSet has no {mount}");
+        }
+    }
+
     #[test]
     fn counting_switches() {
         let c = Config::default();
