@@ -43,6 +43,14 @@ struct RunArgs {
     /// Trace the processes of this systemd unit (e.g. redis-server.service)
     #[arg(long, value_name = "UNIT")]
     target_unit: Vec<String>,
+    /// Trace every process in this cgroup v2 subtree, present and future (e.g.
+    /// /system.slice/docker-ID.scope, as /proc/PID/cgroup shows it)
+    #[arg(long, value_name = "PATH")]
+    target_cgroup: Vec<String>,
+    /// Trace every process of this container (docker, containerd, CRI-O, podman; a unique
+    /// prefix of its id)
+    #[arg(long, value_name = "ID")]
+    target_container: Vec<String>,
     /// Record every call of this function
     #[arg(long, value_name = "BINARY:SYMBOL")]
     uprobe: Vec<String>,
@@ -200,6 +208,8 @@ fn effective_config(a: RunArgs) -> Result<Config> {
     c.target_exe.extend(a.target_exe);
     c.target_pid.extend(a.target_pid);
     c.target_unit.extend(a.target_unit);
+    c.target_cgroup.extend(a.target_cgroup);
+    c.target_container.extend(a.target_container);
     c.uprobe.extend(a.uprobe);
     let t = &mut c.triggers;
     if a.no_trigger_fatal_signal {
