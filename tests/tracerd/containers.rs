@@ -4,7 +4,7 @@
 //! container's id, runtime and the pid inside it. scripts/test installs podman, runc and
 //! busybox-static.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -99,7 +99,7 @@ impl Drop for BusyboxContainer {
     }
 }
 
-fn wait_for_file(path: &PathBuf, timeout: Duration) {
+fn wait_for_file(path: &Path, timeout: Duration) {
     let start = Instant::now();
     while !path.exists() {
         assert!(start.elapsed() < timeout, "{} never appeared", path.display());
