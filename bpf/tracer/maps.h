@@ -20,6 +20,11 @@ const volatile __u64 pause_ns = 3000000000ULL;
 const volatile __u64 wakeup_bytes = 1 << 20;
 const volatile __u32 count_syscalls = 0;  /* count every syscall of the targets */
 const volatile __u32 function_events = 1; /* 0 = uprobe hits are only counted */
+/* Entries in target_cgroups, and the least and greatest level (depth below the cgroup v2
+ * root) among them: a task's ancestors are looked up only at those levels. */
+const volatile __u32 target_cgroup_count = 0;
+const volatile __u32 cgroup_level_min = 0;
+const volatile __u32 cgroup_level_max = 0;
 
 /* Threads currently in `pauses`; lets sched_switch skip the lookup when 0. */
 __u64 pending_pauses = 0;
@@ -74,6 +79,15 @@ struct {
 	__type(key, char[TRACERD_UNIT_LEN]);
 	__type(value, __u8);
 } target_units SEC(".maps");
+
+/* cgroup v2 ids (the kernfs node id, the cgroup directory's inode number) of subtrees
+ * whose processes are targets */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 64);
+	__type(key, __u64);
+	__type(value, __u8);
+} target_cgroups SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);

@@ -4,7 +4,8 @@
  * traced or frozen state for pause_ns or longer, measured in sched_switch), the last
  * terminating or stopping signal sent to it and by whom, its exit (exit code, or the killing
  * signal and its sender), and its start: a fork of a target makes the child a target (with its
- * parent's cwd), an exec whose comm, executable or systemd unit matches makes the process one.
+ * parent's cwd), an exec whose comm, executable, systemd unit or cgroup matches makes the
+ * process one, and so does a move into a target cgroup (cgroup.procs written, no exec).
  */
 #ifndef TRACERD_TRACER_PROCESS_H
 #define TRACERD_TRACER_PROCESS_H
@@ -216,6 +217,8 @@ static __always_inline void emit_start(__u32 pid, __u32 ppid, struct task_struct
 	e->is_exec = bprm != 0;
 	e->args_len = 0;
 	e->exe[0] = 0;
+	if (p && !bprm) /* moved into a target cgroup by another task: the header has its comm */
+		BPF_CORE_READ_STR_INTO(&e->h.comm, p, comm);
 	if (bprm) {
 		unsigned long start = BPF_CORE_READ(p, mm, arg_start);
 		unsigned long end = BPF_CORE_READ(p, mm, arg_end);
@@ -270,7 +273,9 @@ static __always_inline bool exec_matches(struct task_struct *p, struct linux_bin
 	__builtin_memset(s->unit, 0, sizeof(s->unit));
 	unit = BPF_CORE_READ(p, cgroups, dfl_cgrp, kn, name);
 	bpf_probe_read_kernel_str(s->unit, sizeof(s->unit), unit);
-	return bpf_map_lookup_elem(&target_units, s->unit) != NULL;
+	if (bpf_map_lookup_elem(&target_units, s->unit))
+		return true;
+	return target_cgroup_count && in_target_cgroup(p);
 }
 
 SEC("tp_btf/sched_process_exec")
@@ -284,6 +289,21 @@ int BPF_PROG(on_process_exec, struct task_struct *p, pid_t old_pid, struct linux
 		add_target(tgid);
 	}
 	emit_start(tgid, BPF_CORE_READ(p, real_parent, tgid), p, bprm);
+	return 0;
+}
+
+/* A process moved into a cgroup (the leader, for a whole thread group): fired after the
+ * move, so `task`'s css_set is already the new one. Only loaded with target cgroups. */
+SEC("tp_btf/cgroup_attach_task")
+int BPF_PROG(on_cgroup_attach, struct cgroup *dst, const char *path, struct task_struct *task, bool threadgroup)
+{
+	__u32 tgid = BPF_CORE_READ(task, tgid);
+
+	if (!filter_targets || is_target(tgid) || !in_target_cgroup(task))
+		return 0;
+	if (add_target(tgid))
+		return 0;
+	emit_start(tgid, BPF_CORE_READ(task, real_parent, tgid), task, 0);
 	return 0;
 }
 

@@ -4,7 +4,8 @@
  * daemon is a target; with it on, a process is a target when it is in `targets`, in front of
  * which the per-slot counts of target_slots (maps.h) answer "no" for most processes without
  * touching the set's cold buckets. A process enters through register_target (user space's
- * seeds), a fork of a target or a matching exec (process.h), and leaves at its exit.
+ * seeds), a fork of a target, a matching exec or a move into a target cgroup (process.h), and
+ * leaves at its exit.
  */
 #ifndef TRACERD_TRACER_TARGETS_H
 #define TRACERD_TRACER_TARGETS_H
@@ -44,6 +45,41 @@ static __always_inline int add_target(__u32 tgid)
 		return 0;
 	count(TRACERD_CNT_TARGETS_FULL);
 	return 1;
+}
+
+/* Deepest cgroup level looked at; deeper targets are refused by user space. */
+#define MAX_CGROUP_LEVEL 32
+
+/*
+ * Whether `p`'s cgroup v2 (the default hierarchy's cgroup of its css_set) is in one of the
+ * target_cgroups subtrees: its ancestor at each level where a target is, by id. cgroup's
+ * ancestors[] (one pointer per level, the cgroup itself last) exists since 6.0, so the
+ * walk reads at most cgroup_level_max - cgroup_level_min + 1 pointers and never the parent
+ * chain. Run at exec and at a move between cgroups, never per syscall.
+ */
+static __always_inline bool in_target_cgroup(struct task_struct *p)
+{
+	struct cgroup *cg = BPF_CORE_READ(p, cgroups, dfl_cgrp);
+	unsigned long ancestors = bpf_core_field_offset(struct cgroup, ancestors);
+	struct cgroup *up;
+	__u32 level, i, l;
+	__u64 id;
+
+	if (!cg)
+		return false;
+	level = BPF_CORE_READ(cg, level);
+	for (i = 0; i < MAX_CGROUP_LEVEL; i++) {
+		l = cgroup_level_min + i;
+		if (l > cgroup_level_max || l > level)
+			break;
+		up = NULL;
+		if (bpf_probe_read_kernel(&up, sizeof(up), (void *)cg + ancestors + l * sizeof(up)) || !up)
+			continue;
+		id = BPF_CORE_READ(up, kn, id);
+		if (bpf_map_lookup_elem(&target_cgroups, &id))
+			return true;
+	}
+	return false;
 }
 
 /* Run by user space (BPF_PROG_TEST_RUN with the tgid as the first argument), never

@@ -7,6 +7,8 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod cgroups;
+mod containers;
 mod daemon;
 mod events;
 mod export;

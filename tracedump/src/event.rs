@@ -256,6 +256,27 @@ pub struct EventJson {
     pub sender_comm: Option<String>,
     pub core_dumped: Option<bool>,
     pub ongoing: Option<bool>,
+    /// the process's cgroup and container, from the dump's process table (null when not known)
+    pub cgroup: Option<String>,
+    pub container_runtime: Option<String>,
+    pub container_id: Option<String>,
+    pub pod_uid: Option<String>,
+    /// the pid as the process's own pid namespace sees it, when that is not the host's
+    pub ns_pid: Option<u32>,
+}
+
+impl EventJson {
+    /// Adds what the process table says about the event's process.
+    pub fn with_process(mut self, p: Option<&crate::process::ProcInfo>) -> EventJson {
+        if let Some(p) = p {
+            self.cgroup = p.cgroup.clone();
+            self.container_runtime = p.container_runtime.clone();
+            self.container_id = p.container_id.clone();
+            self.pod_uid = p.pod_uid.clone();
+            self.ns_pid = p.ns_pid;
+        }
+        self
+    }
 }
 
 impl From<&Event> for EventJson {
@@ -288,6 +309,11 @@ impl From<&Event> for EventJson {
             sender_comm: None,
             core_dumped: None,
             ongoing: None,
+            cgroup: None,
+            container_runtime: None,
+            container_id: None,
+            pod_uid: None,
+            ns_pid: None,
         };
         match &e.what {
             What::SyscallFailure(s) => {

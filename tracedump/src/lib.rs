@@ -8,6 +8,7 @@
 pub mod abi;
 pub mod addr;
 pub mod atomic;
+pub mod container;
 pub mod counters;
 pub mod dump;
 pub mod elf;

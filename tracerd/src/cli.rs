@@ -43,6 +43,14 @@ pub struct RunArgs {
     /// Trace the processes of this systemd unit (e.g. redis-server.service)
     #[arg(long, value_name = "UNIT")]
     pub target_unit: Vec<String>,
+    /// Trace every process in this cgroup v2 subtree, present and future (e.g.
+    /// /system.slice/docker-ID.scope, as /proc/PID/cgroup shows it)
+    #[arg(long, value_name = "PATH")]
+    pub target_cgroup: Vec<String>,
+    /// Trace every process of this container (docker, containerd, CRI-O, podman; a unique
+    /// prefix of its id)
+    #[arg(long, value_name = "ID")]
+    pub target_container: Vec<String>,
     /// Record every call of this function
     #[arg(long, value_name = "BINARY:SYMBOL")]
     pub uprobe: Vec<String>,

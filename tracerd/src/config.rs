@@ -34,6 +34,12 @@ pub struct Config {
     pub target_pid: Vec<u32>,
     /// systemd units (the name of the process's cgroup, e.g. "redis-server.service").
     pub target_unit: Vec<String>,
+    /// cgroup v2 subtrees: every process in them, present and future (a path as
+    /// /proc/PID/cgroup shows it, e.g. "/system.slice/docker-ID.scope", or a directory of
+    /// the mounted hierarchy).
+    pub target_cgroup: Vec<String>,
+    /// Containers by (a unique prefix of) their id: the cgroup of their runtime's scope.
+    pub target_container: Vec<String>,
     /// Uprobes, each "BINARY:SYMBOL".
     pub uprobe: Vec<String>,
     /// A file of "BINARY:SYMBOL" lines (as written by `reproducer profile`).
@@ -98,6 +104,8 @@ impl Default for Config {
             target_exe: Vec::new(),
             target_pid: Vec::new(),
             target_unit: Vec::new(),
+            target_cgroup: Vec::new(),
+            target_container: Vec::new(),
             uprobe: Vec::new(),
             functions: None,
             kernel_buffer_bytes: 8 << 20,
@@ -225,6 +233,7 @@ impl Config {
                 );
             }
         }
+        self.validate_cgroups(origin)?;
         if self.target_comm.len() > 64 || self.target_exe.len() > 64 || self.target_unit.len() > 64 {
             return bad("target_*", "lists hold at most 64 entries each");
         }
@@ -249,12 +258,41 @@ impl Config {
         Ok(())
     }
 
+    fn validate_cgroups(&self, origin: &str) -> Result<(), ConfigError> {
+        let bad = |field: &str, why: String| Err(ConfigError(format!("config {origin}: {field} {why}")));
+        for path in &self.target_cgroup {
+            if path.is_empty() || path.split('/').any(|c| c == "..") {
+                return bad(
+                    "target_cgroup",
+                    format!("'{path}' must be a cgroup path like /system.slice/x.scope"),
+                );
+            }
+        }
+        for id in &self.target_container {
+            if id.is_empty() || id.len() > 64 || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return bad(
+                    "target_container",
+                    format!("'{id}' must be (a prefix of) a container's hex id"),
+                );
+            }
+        }
+        if self.target_cgroup.len() + self.target_container.len() > 64 {
+            return bad(
+                "target_cgroup/target_container",
+                "hold at most 64 entries together".into(),
+            );
+        }
+        Ok(())
+    }
+
     pub fn has_targets(&self) -> bool {
         self.targets_added_later
             || !(self.target_comm.is_empty()
                 && self.target_exe.is_empty()
                 && self.target_pid.is_empty()
-                && self.target_unit.is_empty())
+                && self.target_unit.is_empty()
+                && self.target_cgroup.is_empty()
+                && self.target_container.is_empty())
     }
 
     /// Every uprobe to attach: `uprobe` entries, then the lines of `functions`.
@@ -375,6 +413,18 @@ mod tests {
             let mount = format!("mountPath: {}", dir.display());
             assert!(daemonset.contains(&mount), "the DaemonSet has no {mount}");
         }
+    }
+
+    #[test]
+    fn cgroup_targets() {
+        let c = Config::parse("target_cgroup = [\"/system.slice/x.scope\"]\n", "t").unwrap();
+        assert!(c.has_targets());
+        let c = Config::parse("target_container = [\"3f2a1b\"]\n", "t").unwrap();
+        assert!(c.has_targets());
+        let e = Config::parse("target_cgroup = [\"/a/../b\"]\n", "t").unwrap_err();
+        assert!(e.0.contains("target_cgroup '/a/../b'"), "{e}");
+        let e = Config::parse("target_container = [\"my-app\"]\n", "t").unwrap_err();
+        assert!(e.0.contains("target_container 'my-app'"), "{e}");
     }
 
     #[test]

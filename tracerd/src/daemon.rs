@@ -225,6 +225,7 @@ fn snapshot<'a>(engine: &Engine, rec: &'a Recorder, state: &DumpState<'_>) -> Re
             .collect(),
         uprobe_attach_failed: engine.uprobe_attach_failed(),
         uprobes: engine.functions().len(),
+        containers: crate::metrics::per_container(rec.procs.iter()),
     })
 }
 

@@ -25,6 +25,7 @@ use crate::bpf::types::{
     tracerd_conn, tracerd_counter, tracerd_open_file, tracerd_pause, tracerd_syscall_key,
 };
 use crate::bpf::{OpenTracerSkel, TracerSkel, TracerSkelBuilder};
+use crate::cgroup::TargetCgroup;
 use crate::config::{Config, FunctionSpec, SyscallHook};
 use crate::kernel;
 use crate::mapdump::for_each_entry;
@@ -84,21 +85,28 @@ impl Engine {
         for f in &functions {
             check_function(f)?;
         }
+        let cgroups = crate::cgroup::resolve_targets(config)?;
         kernel::route_libbpf_logs();
         let uprobe_multi = kernel::uprobe_multi_links();
         let mut sections = Vec::new();
         let mut syscall_hook = String::new();
         let mut skel = OwnedSkel::new(|storage| {
             let mut open = Self::open(storage, config, &functions, uprobe_multi)?;
+            set_target_cgroups(&mut open, &cgroups)?;
             syscall_hook = choose_syscall_hook(&mut open, config);
             sections = kernel::sections(open.open_object());
             kernel::diagnose("loading the BPF programs", &sections, || open.load())
         })?;
         fill_static_maps(&skel, config)?;
+        for cg in &cgroups {
+            skel.maps
+                .target_cgroups
+                .update(&cg.id.to_ne_bytes(), &[1], MapFlags::ANY)?;
+        }
         kernel::diagnose("attaching the BPF programs", &sections, || skel.attach())?;
         // Seed after attaching, so that a fork between the scan and the attach is not missed.
         let initial_processes = if config.has_targets() {
-            scan_targets(config)
+            scan_targets(config, &cgroups)
         } else {
             Vec::new()
         };
@@ -457,6 +465,23 @@ fn register_target(skel: &TracerSkel, pid: u32) -> Result<()> {
         .with_context(|| format!("adding process {pid} to the traced set"))?;
     if out.return_value != 0 {
         bail!("adding process {pid} to the traced set: the set is full (65536 processes)");
+    }
+    Ok(())
+}
+
+/// Sets the levels the kernel looks at for `cgroups` (see `in_target_cgroup` in
+/// bpf/tracer/targets.h); without any, the move-between-cgroups program is not loaded.
+fn set_target_cgroups(open: &mut OpenTracerSkel<'static>, cgroups: &[TargetCgroup]) -> Result<()> {
+    let rodata = open
+        .maps
+        .rodata_data
+        .as_deref_mut()
+        .context("BPF object has no rodata")?;
+    rodata.target_cgroup_count = cgroups.len() as u32;
+    rodata.cgroup_level_min = cgroups.iter().map(|c| c.level).min().unwrap_or(0);
+    rodata.cgroup_level_max = cgroups.iter().map(|c| c.level).max().unwrap_or(0);
+    if cgroups.is_empty() {
+        open.progs.on_cgroup_attach.set_autoload(false);
     }
     Ok(())
 }

@@ -1,10 +1,12 @@
 //! `tracerd inspect`: a dump as a readable summary and event list, or as JSON lines.
+use std::collections::HashMap;
 use std::io::Write;
 
 use anyhow::Result;
 
 use tracedump::dump::{Dump, DumpMeta};
-use tracedump::event::Kind;
+use tracedump::event::{EventJson, Kind};
+use tracedump::process::ProcInfo;
 
 fn wall_time(realtime_ns: u64) -> String {
     let t = std::time::UNIX_EPOCH + std::time::Duration::from_nanos(realtime_ns);
@@ -73,6 +75,7 @@ pub fn print_text(dump: &Dump, out: &mut impl Write) -> Result<()> {
         m.processes.len(),
         m.open_files.len()
     )?;
+    print_containers(&m.processes, out)?;
     for e in &events {
         writeln!(
             out,
@@ -89,9 +92,53 @@ pub fn print_text(dump: &Dump, out: &mut impl Write) -> Result<()> {
 }
 
 pub fn print_json(dump: &Dump, out: &mut impl Write) -> Result<()> {
+    let procs = by_pid(&dump.meta.processes);
     for e in dump.events() {
-        serde_json::to_writer(&mut *out, &e)?;
+        let json = EventJson::from(&e).with_process(procs.get(&e.pid).copied());
+        serde_json::to_writer(&mut *out, &json)?;
         out.write_all(b"\n")?;
+    }
+    Ok(())
+}
+
+/// The process table by pid; the last entry of a pid is its latest process.
+fn by_pid(procs: &[ProcInfo]) -> HashMap<u32, &ProcInfo> {
+    procs.iter().map(|p| (p.pid, p)).collect()
+}
+
+/// One line per process in a container or a pid namespace of its own:
+/// "  4312 (pid 1 inside) redis-server  docker 3f2a1b0c9d8e  pod <uid>  cgroup /system.slice/...".
+fn print_containers(procs: &[ProcInfo], out: &mut impl Write) -> Result<()> {
+    let contained: Vec<&ProcInfo> = procs
+        .iter()
+        .filter(|p| p.container_id.is_some() || p.pod_uid.is_some() || p.ns_pid.is_some())
+        .collect();
+    if contained.is_empty() {
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "processes in containers or pid namespaces: {}",
+        contained.len()
+    )?;
+    for p in contained {
+        let mut line = format!("  {:>7}", p.pid);
+        if let Some(ns_pid) = p.ns_pid {
+            line += &format!(" (pid {ns_pid} inside)");
+        }
+        line += &format!(" {}", p.comm);
+        if let (Some(rt), Some(id)) = (&p.container_runtime, &p.container_id) {
+            line += &format!("  {rt} {id}");
+        } else if let Some(id) = &p.container_id {
+            line += &format!("  container {id}");
+        }
+        if let Some(pod) = &p.pod_uid {
+            line += &format!("  pod {pod}");
+        }
+        if let Some(cgroup) = &p.cgroup {
+            line += &format!("  cgroup {cgroup}");
+        }
+        writeln!(out, "{line}")?;
     }
     Ok(())
 }

@@ -5,6 +5,7 @@
 //! format itself, and everything a reader needs, is the BPF-free `tracedump` crate.
 pub mod bpf;
 pub mod capture;
+pub mod cgroup;
 pub mod cli;
 pub mod config;
 pub mod config_error;

@@ -79,6 +79,8 @@ fn effective_config(a: RunArgs) -> Result<Config> {
     c.target_exe.extend(a.target_exe);
     c.target_pid.extend(a.target_pid);
     c.target_unit.extend(a.target_unit);
+    c.target_cgroup.extend(a.target_cgroup);
+    c.target_container.extend(a.target_container);
     c.uprobe.extend(a.uprobe);
     let t = &mut c.triggers;
     if a.no_trigger_fatal_signal {

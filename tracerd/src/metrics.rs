@@ -1,6 +1,7 @@
 //! Health figures in the Prometheus text format (0.0.4), written as a node_exporter
 //! textfile-collector file (`metrics_textfile`): loss counters, events per kind, window fill,
-//! processes traced, dumps written, triggers fired and suppressed, attach failures.
+//! processes traced (in all, and per container), dumps written, triggers fired and
+//! suppressed, attach failures.
 //!
 //! A textfile rather than a listening port: a systemd host already runs node_exporter, the
 //! daemon opens no socket, and a stale file is visible as `node_textfile_mtime_seconds`. The
@@ -11,10 +12,13 @@ use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
+use std::collections::HashMap;
+
 use anyhow::{Context, Result};
 use prometheus::proto::{Counter, Gauge, LabelPair, Metric, MetricFamily, MetricType};
 
 use crate::engine::KernelCounters;
+use crate::procs::ProcInfo;
 use crate::recorder::RecorderCounters;
 
 /// Everything the metrics file shows, read on the engine's thread.
@@ -33,6 +37,60 @@ pub struct Snapshot<'a> {
     pub triggers: Vec<(&'a str, u64, u64)>,
     pub uprobe_attach_failed: u64,
     pub uprobes: usize,
+    /// live traced processes per container (see [`per_container`])
+    pub containers: Vec<ContainerProcesses>,
+}
+
+/// Live traced processes of one container (or pod), for `tracerd_container_processes`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ContainerProcesses {
+    pub runtime: String,
+    pub container_id: String,
+    pub pod_uid: String,
+    pub processes: u64,
+}
+
+/// Most containers with a series of their own; the rest are summed as container_id "other",
+/// so that a host that runs many short-lived containers keeps a bounded number of series.
+pub const MAX_CONTAINER_SERIES: usize = 100;
+
+/// Live processes of `procs` per container, the largest first, at most
+/// [`MAX_CONTAINER_SERIES`] of them plus "other".
+pub fn per_container<'p>(procs: impl Iterator<Item = &'p ProcInfo>) -> Vec<ContainerProcesses> {
+    let mut counts: HashMap<(String, String, String), u64> = HashMap::new();
+    for p in procs.filter(|p| p.exit_ns.is_none()) {
+        if p.container_id.is_none() && p.pod_uid.is_none() {
+            continue;
+        }
+        let key = (
+            p.container_runtime.clone().unwrap_or_default(),
+            p.container_id.clone().unwrap_or_default(),
+            p.pod_uid.clone().unwrap_or_default(),
+        );
+        *counts.entry(key).or_default() += 1;
+    }
+    let mut all: Vec<ContainerProcesses> = counts
+        .into_iter()
+        .map(
+            |((runtime, container_id, pod_uid), processes)| ContainerProcesses {
+                runtime,
+                container_id,
+                pod_uid,
+                processes,
+            },
+        )
+        .collect();
+    all.sort_by(|a, b| b.processes.cmp(&a.processes).then_with(|| a.cmp(b)));
+    if all.len() > MAX_CONTAINER_SERIES {
+        let other: u64 = all[MAX_CONTAINER_SERIES..].iter().map(|c| c.processes).sum();
+        all.truncate(MAX_CONTAINER_SERIES);
+        all.push(ContainerProcesses {
+            container_id: "other".into(),
+            processes: other,
+            ..Default::default()
+        });
+    }
+    all
 }
 
 const KINDS: [(usize, &str); 5] = [
@@ -179,6 +237,22 @@ pub fn families(s: &Snapshot<'_>) -> Vec<MetricFamily> {
             s.uprobe_attach_failed,
         ),
         family(
+            "tracerd_container_processes",
+            "Traced processes alive now per container (from the process table; at most 100 containers, the rest as container_id=\"other\").",
+            MetricType::GAUGE,
+            s.containers
+                .iter()
+                .map(|c| {
+                    let labels = vec![
+                        ("runtime", c.runtime.as_str()),
+                        ("container_id", c.container_id.as_str()),
+                        ("pod_uid", c.pod_uid.as_str()),
+                    ];
+                    (labels, c.processes as f64)
+                })
+                .collect(),
+        ),
+        family(
             "tracerd_uprobes",
             "Functions configured for uprobes.",
             MetricType::GAUGE,
@@ -284,8 +358,30 @@ mod tests {
             triggers: vec![("fatal_signal", 1, 5)],
             uprobe_attach_failed: 0,
             uprobes: 0,
+            containers: per_container(
+                [
+                    container_proc(1, Some("docker"), Some("aa"), None),
+                    container_proc(2, Some("docker"), Some("aa"), None),
+                    container_proc(3, None, Some("bb"), Some("pod-1")),
+                    container_proc(4, None, None, None),
+                ]
+                .iter(),
+            ),
         };
         let text = render(&s).unwrap();
+        assert!(
+            text.contains(
+                "tracerd_container_processes{runtime=\"docker\",container_id=\"aa\",pod_uid=\"\"} 2"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "tracerd_container_processes{runtime=\"\",container_id=\"bb\",pod_uid=\"pod-1\"} 1"
+            ),
+            "{text}"
+        );
+        assert_eq!(text.matches("tracerd_container_processes{").count(), 2, "{text}");
         assert!(
             text.contains("# TYPE tracerd_events_received_total counter"),
             "{text}"
@@ -304,5 +400,26 @@ mod tests {
             text.contains("tracerd_triggers_suppressed_total{rule=\"fatal_signal\"} 5"),
             "{text}"
         );
+    }
+
+    fn container_proc(pid: u32, runtime: Option<&str>, id: Option<&str>, pod: Option<&str>) -> ProcInfo {
+        ProcInfo {
+            pid,
+            container_runtime: runtime.map(str::to_string),
+            container_id: id.map(str::to_string),
+            pod_uid: pod.map(str::to_string),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn container_series_are_bounded() {
+        let procs: Vec<ProcInfo> = (0..250u32)
+            .map(|i| container_proc(i, Some("docker"), Some(&format!("{i:064x}")), None))
+            .collect();
+        let series = per_container(procs.iter());
+        assert_eq!(series.len(), MAX_CONTAINER_SERIES + 1);
+        let other = series.last().unwrap();
+        assert_eq!((other.container_id.as_str(), other.processes), ("other", 150));
     }
 }

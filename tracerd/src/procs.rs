@@ -6,6 +6,7 @@ use std::path::Path;
 
 pub use tracedump::process::ProcInfo;
 
+use crate::cgroup::{is_under, TargetCgroup};
 use crate::config::Config;
 
 /// What /proc tells about processes, to fill a [`ProcInfo`].
@@ -21,7 +22,7 @@ impl FromProc for ProcInfo {
         let proc = procfs::process::Process::new(pid as i32).ok()?;
         let stat = proc.stat().ok()?;
         let ticks = procfs::ticks_per_second().max(1);
-        Some(ProcInfo {
+        let mut info = ProcInfo {
             pid,
             ppid: stat.ppid.max(0) as u32,
             comm: stat.comm.clone(),
@@ -30,7 +31,10 @@ impl FromProc for ProcInfo {
             cwd: proc.cwd().ok().map(|p| p.display().to_string()),
             start_ns: stat.starttime * 1_000_000_000 / ticks,
             exit_ns: None,
-        })
+            ..Default::default()
+        };
+        info.read_container(&proc);
+        Some(info)
     }
 
     fn refresh_from_proc(&mut self) {
@@ -51,7 +55,38 @@ impl FromProc for ProcInfo {
         if self.cwd.is_none() {
             self.cwd = proc.cwd().ok().map(|p| p.display().to_string());
         }
+        if self.cgroup.is_none() {
+            self.read_container(&proc);
+        }
     }
+}
+
+/// The cgroup and pid-namespace fields of a [`ProcInfo`].
+trait ContainerFromProc {
+    fn read_container(&mut self, proc: &procfs::process::Process);
+}
+
+impl ContainerFromProc for ProcInfo {
+    fn read_container(&mut self, proc: &procfs::process::Process) {
+        if let Some(path) = crate::cgroup::of_process(self.pid) {
+            self.set_cgroup(&path);
+        }
+        self.ns_pid = innermost_pid(proc);
+    }
+}
+
+/// The pid in the process's own pid namespace, when that is not the host's: NSpid in
+/// /proc/PID/status lists it in each namespace from the host's down.
+fn innermost_pid(proc: &procfs::process::Process) -> Option<u32> {
+    let nspid = proc.status().ok()?.nspid?;
+    (nspid.len() > 1)
+        .then(|| nspid.last().copied())
+        .flatten()
+        .map(|p| p.max(0) as u32)
+}
+
+fn ns_pid_of(pid: u32) -> Option<u32> {
+    innermost_pid(&procfs::process::Process::new(pid as i32).ok()?)
 }
 
 /// Processes seen since start, bounded: when full, the longest-dead process is forgotten
@@ -73,6 +108,10 @@ impl ProcTable {
 
     pub fn evicted(&self) -> u64 {
         self.evicted
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &ProcInfo> {
+        self.procs.values()
     }
 
     pub fn get(&self, pid: u32) -> Option<&ProcInfo> {
@@ -98,13 +137,27 @@ impl ProcTable {
         }
     }
 
-    /// A traced process forked: the child starts as a copy of its parent.
+    /// A traced process forked: the child starts as a copy of its parent. A process whose
+    /// parent is not traced (one moved into a target cgroup) is read from /proc instead.
     pub fn on_fork(&mut self, pid: u32, ppid: u32, comm: &str, ts_ns: u64) {
-        let mut info = self.procs.get(&ppid).cloned().unwrap_or_default();
+        let mut info = match self.procs.get(&ppid) {
+            Some(parent) => {
+                let mut info = parent.clone();
+                info.start_ns = ts_ns;
+                // a child of a process in a pid namespace is in it too, with a pid of its own
+                if parent.ns_pid.is_some() {
+                    info.ns_pid = ns_pid_of(pid);
+                }
+                info
+            }
+            None => ProcInfo::from_proc(pid).unwrap_or(ProcInfo {
+                start_ns: ts_ns,
+                ..Default::default()
+            }),
+        };
         info.pid = pid;
         info.ppid = ppid;
         info.comm = comm.to_string();
-        info.start_ns = ts_ns;
         info.exit_ns = None;
         self.insert(info);
     }
@@ -122,6 +175,16 @@ impl ProcTable {
         exe: Option<String>,
     ) {
         let mut info = ProcInfo::from_proc(pid).unwrap_or_default();
+        if info.cgroup.is_none() {
+            // gone from /proc already: the cgroup it had as a target before the exec
+            if let Some(before) = self.procs.get(&pid) {
+                info.cgroup = before.cgroup.clone();
+                info.container_runtime = before.container_runtime.clone();
+                info.container_id = before.container_id.clone();
+                info.pod_uid = before.pod_uid.clone();
+                info.ns_pid = before.ns_pid;
+            }
+        }
         if argv.is_some() {
             info.cmdline = argv;
         }
@@ -166,15 +229,20 @@ pub fn exe_key(path: &Path) -> std::io::Result<(u64, u64)> {
     Ok((kernel_dev(md.dev()), md.ino()))
 }
 
-/// The leaf of a process's cgroup v2 path: the systemd unit name for services.
-fn unit_of(pid: u32) -> Option<String> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
-    let line = text.lines().find(|l| l.starts_with("0::"))?;
-    line.rsplit('/').next().map(str::to_string)
+/// Whether a process's cgroup v2 path has a targeted unit as its leaf or is in a target cgroup.
+fn cgroup_matches(pid: u32, config: &Config, cgroups: &[TargetCgroup]) -> bool {
+    if config.target_unit.is_empty() && cgroups.is_empty() {
+        return false;
+    }
+    let Some(path) = crate::cgroup::of_process(pid) else {
+        return false;
+    };
+    let unit = path.rsplit('/').next().unwrap_or("");
+    config.target_unit.iter().any(|u| u == unit) || cgroups.iter().any(|c| is_under(&path, &c.path))
 }
 
 /// Processes running now that the configuration targets, descendants included.
-pub fn scan_targets(config: &Config) -> Vec<ProcInfo> {
+pub fn scan_targets(config: &Config, cgroups: &[TargetCgroup]) -> Vec<ProcInfo> {
     let exe_keys: HashSet<(u64, u64)> = config.target_exe.iter().filter_map(|p| exe_key(p).ok()).collect();
     let Ok(all) = procfs::process::all_processes() else {
         return Vec::new();
@@ -193,9 +261,7 @@ pub fn scan_targets(config: &Config) -> Vec<ProcInfo> {
                 .ok()
                 .and_then(|p| exe_key(&p).ok())
                 .is_some_and(|k| exe_keys.contains(&k));
-        let by_unit =
-            !config.target_unit.is_empty() && unit_of(pid).is_some_and(|u| config.target_unit.contains(&u));
-        if by_comm || by_pid || by_exe || by_unit {
+        if by_comm || by_pid || by_exe || cgroup_matches(pid, config, cgroups) {
             matched.insert(pid);
         }
     }

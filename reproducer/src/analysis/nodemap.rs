@@ -308,6 +308,38 @@ command = ["true"]
     }
 
     #[test]
+    fn a_containerised_process_maps_to_its_node_as_on_the_host() {
+        let s = Scenario::parse(SCENARIO, "t").unwrap();
+        // pids are the host's; the container's shim (not traced) is the parent; exe and
+        // command line are as the container sees its files
+        let id = "3f2a1b0c9d8e7f6a5b4c3d2e1f0a9b8c7d6e5f4a3b2c1d0e9f8a7b6c5d4e3f2a";
+        let contained = |mut p: ProcInfo, ns_pid: u32| {
+            p.set_cgroup(&format!("/system.slice/docker-{id}.scope"));
+            p.ns_pid = Some(ns_pid);
+            p
+        };
+        let bare = vec![
+            proc(4312, 4300, "/usr/local/bin/kvnode", "kvnode --id 1 --dir /data"),
+            proc(4320, 4312, "/usr/local/bin/kvnode", "kvnode-snapshotter"),
+            proc(4400, 4390, "/usr/bin/redis-server", "redis-server *:6379"),
+        ];
+        let in_containers: Vec<ProcInfo> = bare
+            .iter()
+            .cloned()
+            .zip([1, 7, 1])
+            .map(|(p, n)| contained(p, n))
+            .collect();
+        assert_eq!(in_containers[0].container_id.as_deref(), Some(id));
+        for procs in [&bare, &in_containers] {
+            let m = NodeMap::build(&s, procs, &[]);
+            assert_eq!(m.node(4312), Some(0), "by match");
+            assert_eq!(m.node(4320), Some(0), "a forked child, by its parent's host pid");
+            assert_eq!(m.node(4400), Some(2), "by program");
+            assert_eq!(m.node(1), None, "the pid inside a container is no key");
+        }
+    }
+
+    #[test]
     fn a_node_whose_command_is_a_symlink_maps_the_processes_of_its_target() {
         let dir = tempfile::tempdir().unwrap();
         let target = dir.path().join("redis-check-rdb");

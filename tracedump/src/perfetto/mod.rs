@@ -27,6 +27,7 @@ use crate::atomic;
 use crate::dump::DumpMeta;
 use crate::event::{Event, FunctionHit, NetworkGap, ProcessChange, ShortIo, State, SyscallFailure, What};
 use crate::merge::{Merged, MergedEvent};
+use crate::process::ProcInfo;
 use crate::syscalls::signal_name;
 use proto::{
     Clock, ClockSnapshot, DebugAnnotation, ProcessDescriptor, ThreadDescriptor, TracePacket, TrackDescriptor,
@@ -191,14 +192,25 @@ impl Builder {
         }
         // the last entry of a pid is its latest process
         let info = meta.processes.iter().rev().find(|p| p.pid == e.pid);
-        let name = info.map(|p| p.comm.clone()).unwrap_or_else(|| e.comm.to_string());
+        let mut name = info.map(|p| p.comm.clone()).unwrap_or_else(|| e.comm.to_string());
+        let mut labels = vec![format!("host {}", meta.host)];
+        if let Some(container) = info.and_then(ProcInfo::container_label) {
+            name = format!("{name} [{container}]");
+            labels.push(container);
+        }
+        if let Some(ns_pid) = info.and_then(|p| p.ns_pid) {
+            labels.push(format!("pid {ns_pid} in its namespace"));
+        }
+        if let Some(cgroup) = info.and_then(|p| p.cgroup.as_ref()) {
+            labels.push(format!("cgroup {cgroup}"));
+        }
         let uuid = self.new_track(TrackDescriptor {
             parent_uuid: Some(host),
             process: Some(ProcessDescriptor {
                 pid: Some(e.pid as i32),
                 cmdline: info.and_then(|p| p.cmdline.clone()).unwrap_or_default(),
                 process_name: Some(name),
-                process_labels: vec![format!("host {}", meta.host)],
+                process_labels: labels,
             }),
             ..Default::default()
         });
@@ -574,6 +586,9 @@ mod tests {
                     pid: 10,
                     comm: "server".into(),
                     cmdline: Some(vec!["server".into(), "--port=1".into()]),
+                    container_runtime: Some("docker".into()),
+                    container_id: Some("0123456789abcdef0123".into()),
+                    ns_pid: Some(1),
                     ..ProcInfo::default()
                 }],
                 ..DumpMeta::default()
@@ -680,8 +695,15 @@ mod tests {
         let process = tracks.iter().find(|t| t.process.is_some()).unwrap();
         assert_eq!(process.parent_uuid, host.uuid);
         let p = process.process.as_ref().unwrap();
-        assert_eq!((p.pid, p.process_name.as_deref()), (Some(10), Some("server")));
+        assert_eq!(
+            (p.pid, p.process_name.as_deref()),
+            (Some(10), Some("server [docker 0123456789ab]"))
+        );
         assert_eq!(p.cmdline, ["server", "--port=1"]);
+        assert_eq!(
+            p.process_labels,
+            ["host h", "docker 0123456789ab", "pid 1 in its namespace"]
+        );
         let thread = |tid| {
             tracks
                 .iter()
