@@ -270,6 +270,8 @@ impl Writer {
                 packets: 100 + at / SEC,
                 endpoints,
                 ongoing,
+                busy_ms: 0,
+                busy_packets: 0,
             },
         );
     }

@@ -508,6 +508,7 @@ mod tests {
             routine: false,
             verdict,
             why: String::new(),
+            silence: None,
         };
         Diagnosis {
             candidates: vec![scf(Verdict::Benign), scf(Verdict::Cause)],
@@ -669,6 +670,8 @@ mod tests {
                     duration_ms: 5000,
                     packets: 9,
                     ongoing: false,
+                    busy_ms: 0,
+                    busy_packets: 0,
                 }),
             ),
             ev(
@@ -680,6 +683,8 @@ mod tests {
                     duration_ms: 4900,
                     packets: 9,
                     ongoing: false,
+                    busy_ms: 0,
+                    busy_packets: 0,
                 }),
             ),
         ];

@@ -94,6 +94,7 @@ mod tests {
             routine: false,
             verdict: Verdict::Cause,
             why: String::new(),
+            silence: None,
         }
     }
 

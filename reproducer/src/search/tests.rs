@@ -167,6 +167,7 @@ fn candidate(guess: FaultGuess, node: usize, at_s: u64, preceding: &[&str]) -> C
         routine: false,
         verdict: Verdict::Cause,
         why: "production said so".into(),
+        silence: None,
     }
 }
 

@@ -195,6 +195,8 @@ mod tests {
                     packets: 9,
                     endpoints: BlobRef::NONE,
                     ongoing: true,
+                    busy_ms: 0,
+                    busy_packets: 0,
                 },
             },
             Record {

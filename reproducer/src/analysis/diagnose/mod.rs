@@ -27,12 +27,14 @@ mod network;
 mod preceding;
 mod process;
 mod render;
+mod silence;
 mod storage;
 mod syscalls;
 #[cfg(test)]
 mod tests;
 
 pub use render::render;
+pub use silence::SilenceEvidence;
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]
@@ -87,6 +89,9 @@ pub struct Candidate {
     pub routine: bool,
     pub verdict: Verdict,
     pub why: String,
+    /// silences (partitions and idle connections): the per-connection evidence
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub silence: Option<SilenceEvidence>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -129,6 +134,9 @@ pub struct BaselineRates {
     pub failures_most_in_a_run: HashMap<(String, String, String, Option<String>), u64>,
     /// (node, peer, service port) -> the longest silence of fault-free runs, ms
     pub gaps: HashMap<(String, String, u16), u64>,
+    /// (node, peer, service port) -> `[busy_ms, silence_ms]`: how long such connections
+    /// fell silent after how long a busy stretch (profile's `after_busy`; empty: unknown)
+    pub gaps_after_busy: HashMap<(String, String, u16), Vec<[u64; 2]>>,
 }
 
 impl BaselineRates {
@@ -160,6 +168,12 @@ impl BaselineRates {
             .into_iter()
             .map(|f| ((f.node, f.syscall, f.errno, f.path), f.per_second))
             .collect();
+        let gaps_after_busy = p
+            .gaps
+            .iter()
+            .filter(|g| !g.after_busy.is_empty())
+            .map(|g| ((g.node.clone(), g.peer.clone(), g.port), g.after_busy.clone()))
+            .collect();
         let gaps = p
             .gaps
             .into_iter()
@@ -170,6 +184,7 @@ impl BaselineRates {
             failures,
             failures_most_in_a_run,
             gaps,
+            gaps_after_busy,
         }
     }
 }
@@ -240,6 +255,7 @@ impl Builder<'_> {
             routine: false,
             verdict: Verdict::Cause,
             why,
+            silence: None,
         }
     }
 }

@@ -6,4 +6,5 @@ mod network;
 mod preceding;
 mod process;
 mod render;
+mod silences;
 mod syscalls;
