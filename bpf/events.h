@@ -118,7 +118,10 @@ struct tracerd_network_gap {
 	struct tracerd_addr local;
 	struct tracerd_addr peer;
 	__u32 ongoing;           /* the connection closed while silent */
-	__u32 reserved;
+	__u32 busy_packets;      /* packets received in the busy stretch before the gap */
+	__u64 busy_ns;           /* how long that stretch lasted: from the connection's first
+				  * packet after its previous gap (or from when it was
+				  * watched) to its last packet before this one */
 };
 
 struct tracerd_process_state_event {
@@ -174,6 +177,10 @@ struct tracerd_conn {
 	char comm[TRACERD_COMM_LEN];
 	struct tracerd_addr local;
 	struct tracerd_addr peer;
+	__u64 busy_ns;       /* start of the busy stretch: the first segment after the last
+			      * silence longer than gap_ns, or when watching began */
+	__u32 busy_packets;  /* segments received from busy_ns to last_ns */
+	__u32 reserved;
 };
 
 /* Value of pauses, keyed by thread id. */

@@ -10,7 +10,9 @@
  * User space runs look_connections every few tens of milliseconds, which reads
  * each watched socket's own receive counter and time stamp (segs_in, the
  * jiffies of the last received ACK or data); the close hook does the same
- * look once more.
+ * look once more. Each look also keeps the connection's busy stretch (since its last
+ * recorded silence: when it began, how many segments it carried), which a gap record
+ * carries so that the diagnosis can compare a silence with the connection's own traffic.
  */
 #ifndef TRACERD_TRACER_NETWORK_H
 #define TRACERD_TRACER_NETWORK_H
@@ -35,6 +37,9 @@ static __always_inline void watch_conn(struct sock *sk, struct tracerd_conn *c)
 	c->rx_ack_j = BPF_CORE_READ((struct tcp_sock *)sk, rcv_tstamp);
 	c->rx_data_j = BPF_CORE_READ((struct tcp_sock *)sk, inet_conn.icsk_ack.lrcvtime);
 	c->packets = c->segs_in;
+	c->busy_ns = c->last_ns;
+	c->busy_packets = 0;
+	c->reserved = 0;
 	if (bpf_map_update_elem(&conns, &key, c, BPF_ANY))
 		count(TRACERD_CNT_CONNS_FULL);
 }
@@ -56,7 +61,8 @@ static __always_inline void emit_gap(struct tracerd_conn *c, __u64 now, __u32 on
 	e->local = c->local;
 	e->peer = c->peer;
 	e->ongoing = ongoing;
-	e->reserved = 0;
+	e->busy_packets = c->busy_packets;
+	e->busy_ns = c->last_ns > c->busy_ns ? c->last_ns - c->busy_ns : 0;
 	submit(e);
 }
 
@@ -115,8 +121,13 @@ static __always_inline void look(struct sock *sk, struct tracerd_conn *c, __u64 
 	}
 	if (first == (__u64)-1 || first < c->checked_ns)
 		first = c->checked_ns;
-	if (first > c->last_ns && first - c->last_ns > gap_ns)
+	if (first > c->last_ns && first - c->last_ns > gap_ns) {
 		emit_gap(c, first, 0);
+		/* a new busy stretch: the diagnosis compares the next silence with it */
+		c->busy_ns = first;
+		c->busy_packets = 0;
+	}
+	c->busy_packets += fresh;
 	c->last_ns = last;
 	c->packets += fresh;
 	c->segs_in = segs;
@@ -174,6 +185,7 @@ int BPF_PROG(on_sock_state, struct sock *sk, const int oldstate, const int newst
 	if (newstate == TCP_ESTABLISHED) {
 		/* a non-blocking connect completing: silence is counted from here */
 		c->last_ns = now;
+		c->busy_ns = now;
 		return 0;
 	}
 	now_j = bpf_jiffies64();

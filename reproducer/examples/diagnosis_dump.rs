@@ -270,6 +270,8 @@ impl Writer {
                 packets: 100 + at / SEC,
                 endpoints,
                 ongoing,
+                busy_ms: 0,
+                busy_packets: 0,
             },
         );
     }
@@ -561,6 +563,7 @@ fn profile_of(sigs: &[Signature]) -> Profile {
             port: SERVICE_PORT,
             per_run: vec![20, 20, 20],
             longest_ms: 1100,
+            after_busy: Vec::new(),
         })
         .collect();
     Profile {

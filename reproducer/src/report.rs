@@ -516,6 +516,7 @@ mod tests {
             why: String::new(),
             evidence: Default::default(),
             score: Default::default(),
+            silence: None,
         };
         Diagnosis {
             candidates: vec![scf(Verdict::Benign), scf(Verdict::Cause)],
@@ -677,6 +678,8 @@ mod tests {
                     duration_ms: 5000,
                     packets: 9,
                     ongoing: false,
+                    busy_ms: 0,
+                    busy_packets: 0,
                 }),
             ),
             ev(
@@ -688,6 +691,8 @@ mod tests {
                     duration_ms: 4900,
                     packets: 9,
                     ongoing: false,
+                    busy_ms: 0,
+                    busy_packets: 0,
                 }),
             ),
         ];

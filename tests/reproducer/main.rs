@@ -18,3 +18,4 @@ mod jobs;
 mod partition;
 mod profile;
 mod runs;
+mod silences;

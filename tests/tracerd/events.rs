@@ -86,6 +86,8 @@ fn records_every_event_kind_with_its_fields() {
         "dst",
         "duration_ms",
         "packets",
+        "busy_ms",
+        "busy_packets",
         "state",
         "exit_code",
         "signal",

@@ -117,6 +117,11 @@ pub struct NetworkGap {
     pub packets: u64,
     /// still silent when the dump was taken, or closed while silent
     pub ongoing: bool,
+    /// the connection's busy stretch before the gap (since its previous gap, or its start):
+    /// how long it lasted and the packets it carried (at most 65535); 0 and 0 = unknown (a
+    /// dump written before they were recorded)
+    pub busy_ms: u64,
+    pub busy_packets: u64,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -248,6 +253,9 @@ pub struct EventJson {
     pub dst: Option<String>,
     pub duration_ms: Option<u64>,
     pub packets: Option<u64>,
+    /// network gaps: the busy stretch before the silence, ms and packets
+    pub busy_ms: Option<u64>,
+    pub busy_packets: Option<u64>,
     pub state: Option<&'static str>,
     pub cause: Option<&'static str>,
     pub exit_code: Option<i32>,
@@ -301,6 +309,8 @@ impl From<&Event> for EventJson {
             dst: None,
             duration_ms: None,
             packets: None,
+            busy_ms: None,
+            busy_packets: None,
             state: None,
             cause: None,
             exit_code: None,
@@ -340,6 +350,8 @@ impl From<&Event> for EventJson {
                 j.dst = g.peer.map(|a| a.to_string());
                 j.duration_ms = Some(g.duration_ms);
                 j.packets = Some(g.packets);
+                j.busy_ms = Some(g.busy_ms);
+                j.busy_packets = Some(g.busy_packets);
                 j.ongoing = Some(g.ongoing);
             }
             What::ProcessState(p) => {

@@ -101,6 +101,8 @@ mod tests {
                     packets: 1,
                     endpoints: BlobRef::NONE,
                     ongoing: false,
+                    busy_ms: 0,
+                    busy_packets: 0,
                 },
             })
             .collect();

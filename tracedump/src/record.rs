@@ -55,6 +55,11 @@ pub enum Payload {
         /// encoded local and peer addresses
         endpoints: BlobRef,
         ongoing: bool,
+        /// the busy stretch before the gap (since the connection's previous gap, or its
+        /// start): how long it lasted, ms, and the packets it carried (saturating; 0 and 0
+        /// in dumps written before it was recorded)
+        busy_ms: u32,
+        busy_packets: u16,
     },
     ProcessState {
         state: u8,

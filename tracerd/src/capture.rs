@@ -13,7 +13,7 @@ use tracedump::record::{Payload, Record};
 
 use crate::config::Config;
 use crate::engine::Engine;
-use crate::recorder::Recorder;
+use crate::recorder::{busy_ms, Recorder};
 use tracedump::redact::{redact_paths, Redactor};
 
 /// Gaps and pauses that have lasted past their threshold and are still going on.
@@ -40,6 +40,8 @@ fn ongoing_records(
                 packets: c.packets,
                 endpoints,
                 ongoing: true,
+                busy_ms: busy_ms(c.last_ns.saturating_sub(c.busy_ns)),
+                busy_packets: c.busy_packets.min(u16::MAX as u32) as u16,
             },
         });
     }

@@ -148,6 +148,8 @@ impl Recorder {
             packets: e.packets,
             endpoints: self.endpoints_blob(&e.local, &e.peer),
             ongoing: e.ongoing != 0,
+            busy_ms: busy_ms(e.busy_ns),
+            busy_packets: e.busy_packets.min(u16::MAX as u32) as u16,
         }
     }
 
@@ -197,6 +199,11 @@ impl Recorder {
             self.procs.on_fork(e.h.pid, e.ppid, &comm, e.h.ts_ns);
         }
     }
+}
+
+/// A busy stretch's length in the record's milliseconds (saturating at 49 days).
+pub fn busy_ms(busy_ns: u64) -> u32 {
+    (busy_ns / 1_000_000).min(u32::MAX as u64) as u32
 }
 
 fn comm_bytes_of(chars: &[i8]) -> Vec<u8> {

@@ -96,6 +96,7 @@ mod tests {
             why: String::new(),
             evidence: Default::default(),
             score: Default::default(),
+            silence: None,
         }
     }
 

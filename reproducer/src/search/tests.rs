@@ -173,6 +173,7 @@ fn candidate(guess: FaultGuess, node: usize, at_s: u64, preceding: &[&str]) -> C
         why: "production said so".into(),
         evidence: Default::default(),
         score: Default::default(),
+        silence: None,
     }
 }
 

@@ -43,9 +43,13 @@ pub(super) fn encode_record(r: &Record, out: &mut [u8; RECORD_SIZE]) {
             packets,
             endpoints,
             ongoing,
+            busy_ms,
+            busy_packets,
         } => {
             out[32] = KIND_GAP;
             out[33] = if ongoing { FLAG_ONGOING } else { 0 };
+            out[34..36].copy_from_slice(&busy_packets.to_le_bytes());
+            out[36..40].copy_from_slice(&busy_ms.to_le_bytes());
             out[40..48].copy_from_slice(&gap_ns.to_le_bytes());
             out[48..56].copy_from_slice(&packets.to_le_bytes());
             out[56..64].copy_from_slice(&endpoints.raw().to_le_bytes());
@@ -103,6 +107,9 @@ pub(super) fn decode_record(b: &[u8]) -> Option<Record> {
             packets: le_u64(&b[48..56]),
             endpoints: BlobRef::from_raw(le_u64(&b[56..64])),
             ongoing,
+            // zero in dumps written before the busy stretch was recorded: unknown
+            busy_ms: le_u32(&b[36..40]),
+            busy_packets: u16::from_le_bytes([b[34], b[35]]),
         },
         KIND_PROCESS => Payload::ProcessState {
             state: b[34],

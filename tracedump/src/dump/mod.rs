@@ -195,6 +195,8 @@ mod tests {
                     packets: 9,
                     endpoints: BlobRef::NONE,
                     ongoing: true,
+                    busy_ms: 9_800,
+                    busy_packets: 98,
                 },
             },
             Record {

@@ -203,6 +203,8 @@ impl<'a> Resolver<'a> {
                 packets,
                 endpoints,
                 ongoing,
+                busy_ms,
+                busy_packets,
             } => {
                 let b = self.blob(endpoints);
                 What::NetworkGap(NetworkGap {
@@ -211,6 +213,8 @@ impl<'a> Resolver<'a> {
                     duration_ms: gap_ns / 1_000_000,
                     packets,
                     ongoing,
+                    busy_ms: busy_ms as u64,
+                    busy_packets: busy_packets as u64,
                 })
             }
             Payload::ProcessState {

@@ -647,6 +647,8 @@ mod tests {
                 duration_ms: 1500,
                 packets: 4,
                 ongoing,
+                busy_ms: 0,
+                busy_packets: 0,
             })
         };
         let killed = What::ProcessState(ProcessChange {

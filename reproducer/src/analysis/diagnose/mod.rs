@@ -30,6 +30,7 @@ mod preceding;
 mod process;
 mod render;
 mod score;
+mod silence;
 mod storage;
 mod syscalls;
 #[cfg(test)]
@@ -37,6 +38,7 @@ mod tests;
 
 pub use render::render;
 pub use score::{number, Evidence, Factor, Score};
+pub use silence::SilenceEvidence;
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]
@@ -95,6 +97,9 @@ pub struct Candidate {
     pub evidence: Evidence,
     /// its score from that evidence, with the reasons (score.rs); the ranking's order
     pub score: Score,
+    /// silences (partitions and idle connections): the per-connection evidence
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub silence: Option<SilenceEvidence>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -141,6 +146,9 @@ pub struct BaselineRates {
     pub calls: HashMap<(String, String), f64>,
     /// the longest fault-free run, s
     pub longest_run_s: f64,
+    /// (node, peer, service port) -> `[busy_ms, silence_ms]`: how long such connections
+    /// fell silent after how long a busy stretch (profile's `after_busy`; empty: unknown)
+    pub gaps_after_busy: HashMap<(String, String, u16), Vec<[u64; 2]>>,
 }
 
 impl BaselineRates {
@@ -172,6 +180,12 @@ impl BaselineRates {
             .into_iter()
             .map(|f| ((f.node, f.syscall, f.errno, f.path), f.per_second))
             .collect();
+        let gaps_after_busy = p
+            .gaps
+            .iter()
+            .filter(|g| !g.after_busy.is_empty())
+            .map(|g| ((g.node.clone(), g.peer.clone(), g.port), g.after_busy.clone()))
+            .collect();
         let gaps = p
             .gaps
             .into_iter()
@@ -190,6 +204,7 @@ impl BaselineRates {
             gaps,
             calls,
             longest_run_s,
+            gaps_after_busy,
         }
     }
 }
@@ -262,6 +277,7 @@ impl Builder<'_> {
             why,
             evidence: Evidence::default(),
             score: Score::default(),
+            silence: None,
         }
     }
 }

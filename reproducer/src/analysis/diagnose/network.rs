@@ -1,20 +1,44 @@
-//! Silences between nodes: a network gap of an idle connection (silent as long in
-//! fault-free runs) or of one that never carried a packet is set aside, a connection of a
-//! node to itself ignored; the others, merged per node pair while they overlap, are a
-//! partition when corroborated (traffic resumed, a connection torn down, or several
-//! connections silent together). Also the map of production's addresses to nodes.
+//! Silences between nodes, each judged per connection (silence.rs): a silence of a
+//! connection that never carried a packet, or of one that behaved like the pair's idle
+//! connections in fault-free runs and was no longer silent than they are, is set aside; a
+//! connection of a node to itself is ignored; the others, merged per node pair while they
+//! overlap, are a partition when corroborated (traffic resumed, a connection torn down,
+//! several connections silent together, a steady connection silent far beyond its own
+//! traffic) and not contradicted (another connection of the pair talking meanwhile, or only
+//! one direction silent). Also the map of production's addresses to nodes.
 use std::net::SocketAddr;
 
 use tracedump::event::What;
 
-use super::{node_name, Builder, Candidate, FaultGuess, PeerMap, Scenario, TimedEvent, Timeline, Verdict};
+use super::silence::{self, IdleNorm, NotIdle, OwnTraffic, SilenceEvidence, Traffic, SILENT_RATIO};
+use super::{
+    node_name, BaselineRates, Builder, Candidate, FaultGuess, PeerMap, Scenario, TimedEvent, Timeline,
+    Verdict,
+};
 use crate::analysis::profile::service_port;
 
-/// A gap no longer than this many times the longest silence the profile saw on the same
-/// node pair and port is that connection idling.
-const IDLE_SLACK: f64 = 1.5;
 /// How close to the dump a silent connection's end must be to have lasted until the dump.
 const AT_DUMP_NS: u64 = 1_000_000_000;
+
+/// The profile's norm for silences from `a` to `b` on `port`, if it saw any.
+fn idle_norm<'b>(
+    baseline: Option<&'b BaselineRates>,
+    scenario: Option<&Scenario>,
+    a: usize,
+    b: usize,
+    port: u16,
+) -> Option<IdleNorm<'b>> {
+    let baseline = baseline?;
+    let key = (node_name(scenario, a), node_name(scenario, b), port);
+    Some(IdleNorm {
+        longest_ms: *baseline.gaps.get(&key)?,
+        after_busy: baseline
+            .gaps_after_busy
+            .get(&key)
+            .map(Vec::as_slice)
+            .unwrap_or(&[]),
+    })
+}
 
 impl Builder<'_> {
     /// The node of one of production's addresses.
@@ -22,17 +46,10 @@ impl Builder<'_> {
         self.peers.node(self.scenario?, addr)
     }
 
-    /// The longest silence the profile saw from `a` to `b` on `port`, if it saw one.
-    fn idle_norm(&self, a: usize, b: usize, port: u16) -> Option<u64> {
-        self.baseline?
-            .gaps
-            .get(&(node_name(self.scenario, a), node_name(self.scenario, b), port))
-            .copied()
-    }
-
-    /// Network gaps between two nodes: idle connections (the profile sees them as silent)
-    /// and connections that never carried a packet are set aside, self-connections ignored;
-    /// the rest, merged per node pair while they overlap, is a partition when corroborated.
+    /// Network gaps between two nodes, judged per connection: set aside when the connection
+    /// never carried a packet or idles like this in fault-free runs, self-connections
+    /// ignored; the rest, merged per node pair while they overlap, is a partition when
+    /// corroborated.
     pub(super) fn gaps(&mut self) {
         let mut silences: Vec<Silence> = Vec::new();
         let mut aside: Vec<Candidate> = Vec::new();
@@ -60,22 +77,47 @@ impl Builder<'_> {
                 continue;
             }
             let (Some(a), Some(b)) = (a, b) else { continue };
-            let port = service_port(local, peer);
             let d = g.duration_ms;
             // the event's time stamp is when the silence began
             let (start, end) = (t.at_ns, t.at_ns + d * 1_000_000);
-            let norm = self.idle_norm(a, b, port);
-            let reason = if g.packets == 0 {
-                Some("the connection never carried a packet (a connect that did not complete, or a peer that never spoke)".to_string())
+            let own = OwnTraffic {
+                busy_ms: g.busy_ms,
+                busy_packets: g.busy_packets,
+            };
+            let conn = if local < peer {
+                (local, peer)
             } else {
-                norm.filter(|&longest| d as f64 <= longest as f64 * IDLE_SLACK).map(|longest| {
+                (peer, local)
+            };
+            let norm = idle_norm(self.baseline, self.scenario, a, b, service_port(local, peer));
+            let judged = norm.as_ref().map(|n| n.excuses(own, d));
+            let idle = match (g.packets, &judged) {
+                (0, _) => Some("the connection never carried a packet (a connect that did not complete, or a peer that never spoke)".to_string()),
+                (_, Some(Ok(()))) => norm.as_ref().map(|n| {
                     let (from, to) = (node_name(self.scenario, a), node_name(self.scenario, b));
                     format!(
-                        "an idle connection: fault-free runs see {from}→{to} port {port} silent for up to {longest} ms"
+                        "an idle connection: fault-free runs see {from}→{to} port {} silent for up to {} ms",
+                        service_port(local, peer),
+                        n.longest_ms
                     )
-                })
+                }),
+                _ => None,
             };
-            if let Some(reason) = reason {
+            let s = Silence {
+                event: t,
+                pair: (a.min(b), a.max(b)),
+                end_node: a,
+                conn,
+                start,
+                end,
+                resumed: !g.ongoing,
+                packets: g.packets,
+                own,
+                torn_down: g.ongoing && end + AT_DUMP_NS < taken,
+                not_idle: judged.and_then(Result::err),
+                idle: idle.is_some(),
+            };
+            if let Some(reason) = idle {
                 let mut c = self.candidate(
                     t,
                     FaultGuess::Partition {
@@ -87,30 +129,25 @@ impl Builder<'_> {
                 );
                 c.who = node_name(self.scenario, a);
                 // score.rs: what the silence was set aside for
-                (c.evidence.norm_ms, c.evidence.never_carried) = (norm, g.packets == 0);
+                (c.evidence.norm_ms, c.evidence.never_carried) = (norm.as_ref().map(|n| n.longest_ms), g.packets == 0);
                 c.evidence.connections = 1;
+                c.silence = Some(SilenceEvidence {
+                    silence_ms: d,
+                    silence_ratio: own.ratio(d),
+                    own_gap_ms: own.typical_gap_ms(),
+                    idle_norm_ms: norm.map(|n| n.longest_ms),
+                    silent_connections: vec![silence::connection_name(conn)],
+                    resumed: s.resumed,
+                    reason: c.why.clone(),
+                    ..Default::default()
+                });
                 fold_aside(&mut aside, c, a);
-                continue;
             }
-            let conn = if local < peer {
-                (local, peer)
-            } else {
-                (peer, local)
-            };
-            silences.push(Silence {
-                event: t,
-                pair: (a.min(b), a.max(b)),
-                conn,
-                start,
-                end,
-                resumed: !g.ongoing,
-                packets: g.packets,
-                torn_down: g.ongoing && end + AT_DUMP_NS < taken,
-                beyond_norm: norm,
-            });
+            silences.push(s);
         }
-        for group in overlapping(silences) {
-            let c = self.partition(&group);
+        let kept: Vec<&Silence> = silences.iter().filter(|s| !s.idle).collect();
+        for group in overlapping(kept) {
+            let c = self.partition(&group, &silences);
             self.candidates.push(c);
         }
         for c in &mut aside {
@@ -126,8 +163,10 @@ impl Builder<'_> {
     }
 
     /// One node pair's overlapping silences as a partition candidate: the time every
-    /// connection was silent (`partition_span`), a cause only when corroborated.
-    fn partition(&self, group: &[Silence]) -> Candidate {
+    /// connection was silent (`partition_span`), a cause when corroborated and not
+    /// contradicted by the pair's other connections or by the other direction of the same
+    /// connections (`all`: every silence between nodes).
+    fn partition(&self, group: &[&Silence], all: &[Silence]) -> Candidate {
         let (lo, hi) = group[0].pair;
         let (start, end) = partition_span(group);
         let duration_ms = (end - start) / 1_000_000;
@@ -143,42 +182,123 @@ impl Builder<'_> {
         c.node = Some(lo);
         c.who = node_name(self.scenario, lo);
         c.occurrences = group.len() as u32;
-        let mut conns: Vec<(SocketAddr, SocketAddr)> = group.iter().map(|s| s.conn).collect();
-        conns.sort();
-        conns.dedup();
-        let mut evidence = Vec::new();
-        if group.iter().any(|s| s.resumed) {
-            evidence.push("traffic resumed after it".to_string());
+        let ev = evidence(group, all, (start, end));
+        let mut support = Vec::new();
+        if ev.resumed {
+            support.push("traffic resumed after it".to_string());
         }
         if group.iter().any(|s| s.torn_down) {
-            evidence.push("a connection was torn down while silent".to_string());
+            support.push("a connection was torn down while silent".to_string());
         }
-        if conns.len() > 1 {
-            evidence.push(format!("{} connections silent together", conns.len()));
+        let together = ev.silent_connections.len() + ev.also_silent.len();
+        if together > 1 {
+            support.push(format!("{together} connections silent together"));
         }
-        if let Some(longest) = group.iter().filter_map(|s| s.beyond_norm).max() {
-            evidence.push(format!(
-                "fault-free runs never see these connections silent over {longest} ms"
-            ));
+        if let (Some(ratio), Some(gap)) = (ev.silence_ratio, ev.own_gap_ms) {
+            if ratio >= SILENT_RATIO {
+                support.push(format!(
+                    "a connection that carried a packet every {gap:.0} ms went silent {ratio:.0}× as long"
+                ));
+            }
         }
-        // score.rs: the evidence, as numbers
-        c.evidence.resumed = group.iter().any(|s| s.resumed);
+        let mut not_idle: Vec<&NotIdle> = group.iter().filter_map(|s| s.not_idle.as_ref()).collect();
+        not_idle.sort_by_key(|n| match n {
+            NotIdle::Longer(ms) => (1, std::cmp::Reverse(*ms)),
+            NotIdle::Busier(ms) => (0, std::cmp::Reverse(*ms)),
+        });
+        if let Some(n) = not_idle.first() {
+            support.push(n.describe());
+        }
+        let (from, to) = (node_name(self.scenario, lo), node_name(self.scenario, hi));
+        // score.rs: the evidence, as numbers; a connection busier than the pair's idle ones is
+        // measured against its own traffic, not the idle norm
+        c.evidence.resumed = ev.resumed;
         c.evidence.torn_down = group.iter().any(|s| s.torn_down);
-        c.evidence.connections = conns.len() as u32;
-        c.evidence.norm_ms = group.iter().filter_map(|s| s.beyond_norm).max();
-        let base = format!(
-            "no packets between {} and {} for {duration_ms} ms ({} silent connection(s))",
-            node_name(self.scenario, lo),
-            node_name(self.scenario, hi),
-            conns.len()
-        );
-        if evidence.is_empty() {
-            c.verdict = Verdict::Benign;
-            c.why = format!("{base}; one connection silent until the dump, as an idle connection also is");
+        c.evidence.connections = together as u32;
+        if not_idle.iter().any(|n| matches!(n, NotIdle::Busier(_))) {
+            c.evidence.own_ratio = ev.silence_ratio.zip(ev.own_gap_ms);
         } else {
-            c.why = format!("{base}; {}", evidence.join(", "));
+            c.evidence.norm_ms = not_idle.iter().find_map(|n| match n {
+                NotIdle::Longer(ms) => Some(*ms),
+                NotIdle::Busier(_) => None,
+            });
         }
+        let base = format!(
+            "no packets between {from} and {to} for {duration_ms} ms ({} silent connection(s))",
+            ev.silent_connections.len()
+        );
+        let against = if !ev.talking_connections.is_empty() {
+            Some(format!(
+                "but {} carried packets meanwhile: the pair could talk",
+                ev.talking_connections.join(", ")
+            ))
+        } else if ev.both_directions == Some(false) {
+            let end_node = node_name(self.scenario, group[0].end_node);
+            Some(format!(
+                "but only {end_node}'s end saw it: the other direction kept carrying packets"
+            ))
+        } else if support.is_empty() {
+            Some("one connection silent until the dump, as an idle connection also is".to_string())
+        } else {
+            None
+        };
+        c.why = match &against {
+            Some(a) if support.is_empty() => format!("{base}; {a}"),
+            Some(a) => format!("{base}; {}; {a}", support.join(", ")),
+            None => format!("{base}; {}", support.join(", ")),
+        };
+        if against.is_some() {
+            c.verdict = Verdict::Benign;
+        }
+        c.silence = Some(SilenceEvidence {
+            silence_ms: duration_ms,
+            reason: c.why.clone(),
+            ..ev
+        });
         c
+    }
+}
+
+/// The evidence of a pair's silences `group` over `span` (without the reason): the ratio
+/// to the steadiest connection's own traffic, and what the pair's other connections
+/// (`all`) and the other direction did meanwhile. The other direction counts only for a
+/// connection whose other end is known to be watched: `all` holds a silence seen from it.
+fn evidence(group: &[&Silence], all: &[Silence], span: (u64, u64)) -> SilenceEvidence {
+    let (start, end) = span;
+    let pair = group[0].pair;
+    let names = |it: &mut dyn Iterator<Item = &Silence>| {
+        let mut v: Vec<String> = it.map(|s| silence::connection_name(s.conn)).collect();
+        v.sort();
+        v.dedup();
+        v
+    };
+    let in_group = |s: &Silence| group.iter().any(|g| g.conn == s.conn);
+    let others = || all.iter().filter(|s| s.pair == pair && !in_group(s));
+    // the edges are fuzzy (stamps, a retransmission's back-off): talking in the middle counts
+    let margin = (end - start) / 10;
+    let talking = names(&mut others().filter(|s| s.traffic().inside(start + margin, end - margin)));
+    let also_silent = names(&mut others().filter(|s| s.start <= start && s.end >= end));
+    let both = group.iter().any(|s| {
+        group
+            .iter()
+            .any(|o| o.conn == s.conn && o.end_node != s.end_node && o.start < end && o.end > start)
+    });
+    let watched = group
+        .iter()
+        .any(|s| all.iter().any(|o| o.conn == s.conn && o.end_node != s.end_node));
+    let duration_ms = (end - start) / 1_000_000;
+    let steadiest = silence::steadiest(group.iter().map(|s| s.own), duration_ms);
+    SilenceEvidence {
+        silence_ms: duration_ms,
+        silence_ratio: steadiest.map(|s| s.0),
+        own_gap_ms: steadiest.map(|s| s.1),
+        idle_norm_ms: None,
+        silent_connections: names(&mut group.iter().copied()),
+        also_silent,
+        talking_connections: talking,
+        both_directions: (both || watched).then_some(both),
+        resumed: group.iter().any(|s| s.resumed),
+        reason: String::new(),
     }
 }
 
@@ -229,11 +349,13 @@ pub(super) fn peer_of(c: &Candidate) -> usize {
     }
 }
 
-/// One connection's silence between two scenario nodes.
+/// One connection's silence between two scenario nodes, seen from one end.
 struct Silence<'e> {
     event: &'e TimedEvent,
     /// the two nodes, lower index first
     pair: (usize, usize),
+    /// the node whose end saw it (whose receive direction fell silent)
+    end_node: usize,
     /// the connection's endpoints, ordered (both ends of one connection are one connection)
     conn: (SocketAddr, SocketAddr),
     start: u64,
@@ -242,10 +364,39 @@ struct Silence<'e> {
     resumed: bool,
     /// packets the connection carried before it went silent
     packets: u64,
+    /// its busy stretch before the silence
+    own: OwnTraffic,
     /// the connection closed while silent, before the dump
     torn_down: bool,
-    /// the profile knows this pair and port, silent at most this long (ms) without faults
-    beyond_norm: Option<u64>,
+    /// why the profile's norm for the pair and port did not excuse it, when it has one
+    not_idle: Option<NotIdle>,
+    /// set aside: never carried a packet, or idling as in fault-free runs
+    idle: bool,
+}
+
+impl Silence<'_> {
+    fn traffic(&self) -> Traffic {
+        Traffic {
+            busy: (self.busy_start(), self.start),
+            resumed_at: self.resumed.then_some(self.end),
+        }
+    }
+
+    /// When its busy stretch began (its start when unknown).
+    fn busy_start(&self) -> u64 {
+        self.start.saturating_sub(self.own.busy_ms * 1_000_000)
+    }
+
+    /// Whether the connection only began carrying packets at or after `b`: opened during
+    /// or after a window ending there, so it does not shorten it. Without busy stretches
+    /// (older dumps): a connection of a few packets whose silence begins after `b`.
+    fn opened_after(&self, b: u64) -> bool {
+        if self.own.busy_packets > 0 {
+            self.start >= b && self.busy_start() >= b
+        } else {
+            self.packets <= YOUNG_PACKETS && self.start >= b
+        }
+    }
 }
 
 /// A connection that had carried no more packets than this when it went silent may have
@@ -254,20 +405,26 @@ const YOUNG_PACKETS: u64 = 4;
 
 /// When a pair's overlapping silences say no packet passed between the nodes: the longest
 /// stretch between two moments of traffic (a silence's start is its connection's last
-/// packet, a resumed silence's end its next one) that every connection spent silent — or
-/// had not opened yet, for a connection with a few packets whose silence begins after it
-/// (opened during the heal: it does not shorten the partition to its own overlap). Falls
-/// back to the latest start and earliest resumption when no stretch qualifies.
-fn partition_span(group: &[Silence]) -> (u64, u64) {
+/// packet, a resumed silence's end its next one, a busy stretch's start its first) that
+/// every connection active before it spent silent — a connection that only began carrying
+/// packets at its end (opened during the heal) does not shorten the partition to its own
+/// overlap. Falls back to the latest start and earliest resumption when no stretch qualifies.
+fn partition_span(group: &[&Silence]) -> (u64, u64) {
     let mut moments: Vec<u64> = group.iter().map(|s| s.start).collect();
     moments.extend(group.iter().filter(|s| s.resumed).map(|s| s.end));
+    moments.extend(
+        group
+            .iter()
+            .filter(|s| s.own.busy_packets > 0)
+            .map(|s| s.busy_start()),
+    );
     moments.extend(group.iter().map(|s| s.end).max());
     moments.sort_unstable();
     moments.dedup();
     let silent_throughout = |a: u64, b: u64| {
         group
             .iter()
-            .all(|s| (s.start <= a && s.end >= b) || (s.packets <= YOUNG_PACKETS && s.start >= b))
+            .all(|s| (s.start <= a && s.end >= b) || s.opened_after(b))
     };
     let best = moments
         .windows(2)
@@ -286,9 +443,9 @@ fn partition_span(group: &[Silence]) -> (u64, u64) {
 
 /// Groups of silences of the same node pair that overlap in time (touching is not
 /// overlapping: an idle connection's back-to-back gaps stay apart).
-fn overlapping(mut silences: Vec<Silence>) -> Vec<Vec<Silence>> {
+fn overlapping<'s, 'e>(mut silences: Vec<&'s Silence<'e>>) -> Vec<Vec<&'s Silence<'e>>> {
     silences.sort_by_key(|s| (s.pair, s.start));
-    let mut groups: Vec<Vec<Silence>> = Vec::new();
+    let mut groups: Vec<Vec<&Silence>> = Vec::new();
     let mut group_end = 0;
     for s in silences {
         match groups.last_mut() {

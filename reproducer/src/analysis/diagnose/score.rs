@@ -19,6 +19,9 @@ const DEVIATION_MAX: f64 = 10.0;
 const DEVIATION_MIN: f64 = 0.1;
 /// A fault this long before the first symptom (or the dump) counts as far from it.
 const FAR_BEFORE_NS: u64 = 60_000_000_000;
+/// A busy connection silent this many of its own gaps between packets deviates as much as
+/// a silence as long as the fault-free norm (×1).
+const OWN_GAPS_PER_NORM: f64 = 10.0;
 /// The burst window of failed calls (syscalls.rs's BURST_WINDOW_NS), in seconds.
 const BURST_WINDOW_S: f64 = 2.0;
 
@@ -29,6 +32,10 @@ pub struct Evidence {
     /// partitions: the longest silence fault-free runs saw on the pair and port (ms)
     #[serde(skip_serializing_if = "Option::is_none")]
     pub norm_ms: Option<u64>,
+    /// partitions of a connection busier than the pair's idle ones: the silence over that
+    /// connection's own typical gap between packets, and that gap (ms)
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub own_ratio: Option<(f64, f64)>,
     /// partitions: traffic resumed after the silence
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub resumed: bool,
@@ -244,6 +251,12 @@ fn deviation(c: &Candidate, profiled: bool, knows_gaps: bool) -> Factor {
                 return Factor::new(
                     DEVIATION_MIN,
                     "the connection never carried a packet (a connect that did not complete)",
+                );
+            }
+            if let Some((ratio, gap)) = c.evidence.own_ratio {
+                return Factor::new(
+                    bounded(ratio / OWN_GAPS_PER_NORM),
+                    format!("silent {duration_ms} ms: {ratio:.0}× its own gap of {gap:.0} ms between packets"),
                 );
             }
             match c.evidence.norm_ms {

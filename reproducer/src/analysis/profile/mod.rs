@@ -33,7 +33,7 @@ mod stats;
 
 pub use candidates::{candidate_functions, declared_programs, programs_after_run, Candidate, Program};
 pub use paths::normalize_path;
-pub use runs::{run_data, FailureKey, RunData};
+pub use runs::{run_data, FailureKey, GapRun, RunData};
 pub use stats::{aggregate, detach_after_calls};
 
 /// `format` of every profile file.
@@ -109,6 +109,32 @@ pub struct GapStat {
     pub per_run: Vec<u64>,
     /// the longest silence of any run, including one still going on when the run ended
     pub longest_ms: u64,
+    /// `[busy_ms, silence_ms]` pairs: after a busy stretch of up to `busy_ms` (how long a
+    /// connection carried packets since its previous silence), such connections fell
+    /// silent for up to `silence_ms`; only the pairs no other one exceeds in both. The
+    /// diagnosis applies the pair's idle norm only to a connection whose busy stretch one of
+    /// them covers (absent in older profiles and for dumps without busy stretches)
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub after_busy: Vec<[u64; 2]>,
+}
+
+/// Most `[busy_ms, silence_ms]` pairs kept per node pair and port.
+const MAX_AFTER_BUSY: usize = 16;
+
+/// Adds a (busy stretch, silence) pair to `frontier`, kept sorted by busy stretch with only
+/// the pairs that no other one exceeds in both (at most [`MAX_AFTER_BUSY`], the longest
+/// silences kept).
+pub fn add_after_busy(frontier: &mut Vec<[u64; 2]>, busy_ms: u64, silence_ms: u64) {
+    if frontier.iter().any(|&[b, s]| b >= busy_ms && s >= silence_ms) {
+        return;
+    }
+    frontier.retain(|&[b, s]| !(busy_ms >= b && silence_ms >= s));
+    frontier.push([busy_ms, silence_ms]);
+    if frontier.len() > MAX_AFTER_BUSY {
+        frontier.sort_by_key(|&[_, s]| std::cmp::Reverse(s));
+        frontier.truncate(MAX_AFTER_BUSY);
+    }
+    frontier.sort_unstable();
 }
 
 /// A connection's service port, the same on a test bed and in production: the lower of its

@@ -28,8 +28,8 @@ pub struct RunData {
     pub syscalls: BTreeMap<(String, String), u64>,
     /// (binary, symbol) -> calls
     pub function_calls: BTreeMap<(String, String), u64>,
-    /// (node, peer, service port) -> (silences, longest ms)
-    pub gaps: BTreeMap<(String, String, u16), (u64, u64)>,
+    /// (node, peer, service port) -> the silences of such connections
+    pub gaps: BTreeMap<(String, String, u16), GapRun>,
     /// (binary, symbol) of functions that were not attached
     pub unattached: BTreeSet<(String, String)>,
     /// (binary, symbol) of functions detached at the call limit (counted up to it)
@@ -37,6 +37,15 @@ pub struct RunData {
     pub dropped: Dropped,
     pub unmapped_events: u64,
     pub unmapped_syscalls: u64,
+}
+
+/// One node pair and port's silences in one run.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct GapRun {
+    pub silences: u64,
+    pub longest_ms: u64,
+    /// `[busy_ms, silence_ms]`: see [`super::GapStat::after_busy`]
+    pub after_busy: Vec<[u64; 2]>,
 }
 
 /// One run's trace, mapped to nodes (also what `reproduce` learns from its fault-free
@@ -129,8 +138,11 @@ fn add_gap(data: &mut RunData, scenario: &Scenario, g: &tracedump::event::Networ
         service_port(local, peer),
     );
     let e = data.gaps.entry(key).or_default();
-    e.0 += 1;
-    e.1 = e.1.max(g.duration_ms);
+    e.silences += 1;
+    e.longest_ms = e.longest_ms.max(g.duration_ms);
+    if g.busy_packets > 0 {
+        super::add_after_busy(&mut e.after_busy, g.busy_ms, g.duration_ms);
+    }
 }
 
 #[cfg(test)]
@@ -153,6 +165,8 @@ mod tests {
             duration_ms: ms,
             packets: 10,
             ongoing: false,
+            busy_ms: 0,
+            busy_packets: 0,
         };
         let mut data = RunData {
             seconds: 8.0,
@@ -163,7 +177,10 @@ mod tests {
         add_gap(&mut data, &scenario, &gap(18_429_563_939_213));
         add_gap(&mut data, &scenario, &gap(8001));
         let key = ("db1".to_string(), "db2".to_string(), 7000);
-        assert_eq!(data.gaps.get(&key), Some(&(1, 1054)));
+        assert_eq!(
+            data.gaps.get(&key).map(|g| (g.silences, g.longest_ms)),
+            Some((1, 1054))
+        );
         let stats = gap_stats(&[data]);
         assert_eq!(stats.len(), 1);
         assert_eq!(stats[0].longest_ms, 1054);

@@ -18,14 +18,22 @@ pub(super) fn gap_stats(runs: &[RunData]) -> Vec<GapStat> {
             port: k.2,
             per_run: runs
                 .iter()
-                .map(|r| r.gaps.get(k).map(|g| g.0).unwrap_or(0))
+                .map(|r| r.gaps.get(k).map(|g| g.silences).unwrap_or(0))
                 .collect(),
             longest_ms: runs
                 .iter()
                 .filter_map(|r| r.gaps.get(k))
-                .map(|g| g.1)
+                .map(|g| g.longest_ms)
                 .max()
                 .unwrap_or(0),
+            after_busy: runs
+                .iter()
+                .filter_map(|r| r.gaps.get(k))
+                .flat_map(|g| &g.after_busy)
+                .fold(Vec::new(), |mut f, &[busy, silence]| {
+                    super::add_after_busy(&mut f, busy, silence);
+                    f
+                }),
         })
         .collect()
 }

@@ -89,6 +89,8 @@ pub fn gap(local: &str, peer: &str, ms: u64) -> What {
         duration_ms: ms,
         packets: 9,
         ongoing: false,
+        busy_ms: 0,
+        busy_packets: 0,
     })
 }
 
@@ -170,6 +172,8 @@ pub mod three_nodes {
             duration_ms: ms,
             packets,
             ongoing,
+            busy_ms: 0,
+            busy_packets: 0,
         };
         event(at_ns, node, What::NetworkGap(g))
     }

@@ -7,4 +7,5 @@ mod preceding;
 mod process;
 mod render;
 mod score;
+mod silences;
 mod syscalls;

@@ -19,6 +19,8 @@ fn a_connection_the_profile_knows_as_busy_is_a_partition_when_long_silent() {
                 duration_ms: 4071,
                 packets: 18,
                 ongoing: true,
+                busy_ms: 0,
+                busy_packets: 0,
             }),
         ),
         at(9.5, Some(1), 20, exited(1)),
