@@ -85,6 +85,7 @@ mod tests {
                 ..Default::default()
             },
             score: Default::default(),
+            silence: None,
         }
     }
 
