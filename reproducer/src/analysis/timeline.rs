@@ -36,6 +36,12 @@ pub struct DumpInfo {
     /// wall-clock time the dump was taken
     pub taken_ns: u64,
     pub lost_events: u64,
+    /// (node, wall-clock start of its first process in the dump), ascending by node: where
+    /// the node's start-up began (the diagnosis tells start-up exits from later ones)
+    pub node_starts: Vec<(usize, u64)>,
+    /// the run directory the nodes' command lines name (`profile::workdir_of`): path
+    /// signatures say `{workdir}` for it
+    pub workdir: Option<String>,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -132,6 +138,20 @@ impl Timeline {
         let mut nodes: Vec<usize> = meta.processes.iter().filter_map(|p| map.node(p.pid)).collect();
         nodes.sort_unstable();
         nodes.dedup();
+        // a process's start is on the boot clock: the dump's clock pair puts it on the wall
+        let clock = &meta.clock;
+        let wall = |boot: u64| {
+            clock
+                .realtime_ns
+                .saturating_sub(clock.boottime_ns.saturating_sub(boot))
+        };
+        let mut node_starts: std::collections::BTreeMap<usize, u64> = Default::default();
+        for p in &meta.processes {
+            if let Some(n) = map.node(p.pid) {
+                let e = node_starts.entry(n).or_insert(u64::MAX);
+                *e = (*e).min(wall(p.start_ns));
+            }
+        }
         self.dumps.push(DumpInfo {
             path: path.to_path_buf(),
             host: meta.host.clone(),
@@ -142,6 +162,9 @@ impl Timeline {
             interfaces: meta.interfaces.clone(),
             taken_ns: dump.taken_ns(),
             lost_events: meta.counters.lost_events(),
+            node_starts: node_starts.into_iter().collect(),
+            workdir: scenario
+                .and_then(|s| super::profile::workdir_of(s, &meta.processes, |pid| map.node(pid))),
         });
         Ok(map)
     }

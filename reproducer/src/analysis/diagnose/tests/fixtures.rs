@@ -211,6 +211,8 @@ pub mod three_nodes {
             interfaces: Vec::new(),
             taken_ns: DUMP_AT,
             lost_events: 0,
+            node_starts: Vec::new(),
+            workdir: None,
         };
         Timeline {
             events,

@@ -20,6 +20,8 @@ fn lost_events_are_a_note_and_render_lists_every_part() {
         interfaces: Vec::new(),
         taken_ns: 3 * SEC,
         lost_events: 7,
+        node_starts: Vec::new(),
+        workdir: None,
     });
     let d = diagnose(&t, Some(&scenario()), None);
     assert!(
