@@ -73,11 +73,12 @@ impl Builder<'_> {
                         self.symptom(t, what);
                     }
                 }
-                State::Exited { code } if code != 0 && seen_deaths.insert((t.dump, pid)) => {
-                    if !self.is_routine_exit(t, false) {
-                        let what = format!("exited with status {code}");
-                        self.symptom(t, what);
-                    }
+                // one death per process; a death fault-free runs show is no symptom
+                State::Exited { code }
+                    if code != 0 && seen_deaths.insert((t.dump, pid)) && !self.is_routine_exit(t, false) =>
+                {
+                    let what = format!("exited with status {code}");
+                    self.symptom(t, what);
                 }
                 _ => {}
             }
