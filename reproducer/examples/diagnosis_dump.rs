@@ -544,11 +544,11 @@ fn profile_of(sigs: &[Signature]) -> Profile {
             syscall: s.syscall.into(),
             errno: s.errno.into(),
             path: match &s.target {
-                Target::Path(p) => Some(profile::normalize_path(p)),
-                Target::Open(id) => Some(profile::normalize_path(&format!(
-                    "/var/lib/kv/data/{}-{id}.dat",
-                    FILES[*id as usize % FILES.len()]
-                ))),
+                Target::Path(p) => Some(profile::normalize_path(p, None)),
+                Target::Open(id) => Some(profile::normalize_path(
+                    &format!("/var/lib/kv/data/{}-{id}.dat", FILES[*id as usize % FILES.len()]),
+                    None,
+                )),
                 _ => None,
             },
             per_run: vec![10, 12, 11],
@@ -583,6 +583,8 @@ fn profile_of(sigs: &[Signature]) -> Profile {
         syscalls: Vec::new(),
         functions: Vec::new(),
         gaps,
+        exits: Vec::new(),
+        startup_ms: BTreeMap::new(),
         dropped: Dropped::default(),
         unmapped_events: 0,
         unmapped_syscalls: 0,

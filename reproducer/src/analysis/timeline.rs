@@ -38,6 +38,12 @@ pub struct DumpInfo {
     pub lost_events: u64,
     /// pid -> wall-clock time its process started (exec or fork), from the dump's process table
     pub process_starts: HashMap<u32, u64>,
+    /// (node, wall-clock start of its first process in the dump), ascending by node: where
+    /// the node's start-up began (the diagnosis tells start-up exits from later ones)
+    pub node_starts: Vec<(usize, u64)>,
+    /// the run directory the nodes' command lines name (`profile::workdir_of`): path
+    /// signatures say `{workdir}` for it
+    pub workdir: Option<String>,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -134,6 +140,20 @@ impl Timeline {
         let mut nodes: Vec<usize> = meta.processes.iter().filter_map(|p| map.node(p.pid)).collect();
         nodes.sort_unstable();
         nodes.dedup();
+        // a process's start is on the boot clock: the dump's clock pair puts it on the wall
+        let clock = &meta.clock;
+        let wall = |boot: u64| {
+            clock
+                .realtime_ns
+                .saturating_sub(clock.boottime_ns.saturating_sub(boot))
+        };
+        let mut node_starts: std::collections::BTreeMap<usize, u64> = Default::default();
+        for p in &meta.processes {
+            if let Some(n) = map.node(p.pid) {
+                let e = node_starts.entry(n).or_insert(u64::MAX);
+                *e = (*e).min(wall(p.start_ns));
+            }
+        }
         self.dumps.push(DumpInfo {
             path: path.to_path_buf(),
             host: meta.host.clone(),
@@ -150,6 +170,9 @@ impl Timeline {
                 .filter(|p| p.start_ns > 0)
                 .map(|p| (p.pid, meta.clock.realtime_of(p.start_ns)))
                 .collect(),
+            node_starts: node_starts.into_iter().collect(),
+            workdir: scenario
+                .and_then(|s| super::profile::workdir_of(s, &meta.processes, |pid| map.node(pid))),
         });
         Ok(map)
     }

@@ -201,8 +201,17 @@ impl Search<'_> {
     }
 
     /// Level 2 for one level-1 draft: the Nth call for its syscall fault, then the functions
-    /// that preceded each fault in production, nearest fault to the failure first.
+    /// that preceded each fault in production, nearest fault to the failure first. A draft
+    /// whose syscall fault's path matched no call at level 1 is not walked: no Nth call and
+    /// no context makes a call on that path come.
     fn level2(&mut self, mut draft: Draft) -> Step<Draft> {
+        if let Some(k) = self.path_matched_nothing(&draft) {
+            self.progress.line(&format!(
+                "reproduce: level 2 skips {}: its path matched no call at level 1",
+                self.describe(draft.faults[k].candidate)
+            ));
+            return Ok(Continue(draft));
+        }
         if let Some(k) = draft.faults.iter().position(|f| self.is_syscall(f.candidate)) {
             draft = go!(self.nth_search(draft, k));
             draft = go!(self.repeat_search(draft, k));
@@ -218,6 +227,21 @@ impl Search<'_> {
             }
         }
         Ok(Continue(draft))
+    }
+
+    /// The syscall fault of `draft` that names a path and, in the draft's level-1 run, was
+    /// current (every fault before it fired) yet saw no matching call.
+    fn path_matched_nothing(&self, draft: &Draft) -> Option<usize> {
+        let fb = self.seen.get(&draft.schedule())?;
+        if fb.not_started.is_some() {
+            return None;
+        }
+        draft.faults.iter().enumerate().position(|(k, f)| {
+            matches!(&f.fault.action, Action::Syscall { path: Some(_), .. })
+                && fb.fired.get(..k).is_some_and(|before| before.iter().all(|&b| b))
+                && fb.fired.get(k) == Some(&false)
+                && fb.matched.get(k) == Some(&0)
+        })
     }
 
     /// The syscall fault `k` at its 2nd, 3rd, ... matching call, until the calls end; or,

@@ -32,6 +32,8 @@ struct Fake {
     functions: Vec<Vec<String>>,
     /// matching calls each syscall fault's node makes
     calls: u32,
+    /// a syscall fault naming this path matches no call (none of the node's calls is on it)
+    unmatched_path: Option<String>,
     bug: Box<BugOracle>,
     sites: Vec<u64>,
     runs: AtomicU32,
@@ -63,6 +65,7 @@ impl Fake {
         Fake {
             functions: vec![Vec::new(); 3],
             calls: 10,
+            unmatched_path: None,
             bug: Box::new(bug),
             sites: Vec::new(),
             runs: AtomicU32::new(0),
@@ -87,8 +90,16 @@ impl Fake {
             .iter()
             .all(|s| ran.iter().any(|r| r == s));
         match f.action {
-            PlannedAction::Syscall { nth, .. } => context && nth <= self.calls,
+            PlannedAction::Syscall { nth, .. } => context && nth <= self.matched(f),
             _ => context,
+        }
+    }
+
+    /// The matching calls fault `f`'s node makes (syscall faults).
+    fn matched(&self, f: &PlannedFault) -> u32 {
+        match &f.action {
+            PlannedAction::Syscall { path: Some(p), .. } if self.unmatched_path.as_ref() == Some(p) => 0,
+            _ => self.calls,
         }
     }
 }
@@ -107,12 +118,13 @@ impl Runner for Fake {
             anyhow::bail!("interrupted");
         }
         let fired: Vec<bool> = plan.faults.iter().map(|f| self.fires(f)).collect();
+        let matched: Vec<u32> = plan.faults.iter().map(|f| self.matched(f)).collect();
         match (self.breaks)(plan, run) {
             Some(Err(e)) => anyhow::bail!("{e}"),
             Some(Ok(why)) => {
                 return Ok(Feedback {
                     bug: false,
-                    matched: vec![self.calls; plan.len()],
+                    matched,
                     fired,
                     functions: self.functions.clone(),
                     not_started: Some(why),
@@ -133,7 +145,7 @@ impl Runner for Fake {
         };
         Ok(Feedback {
             bug,
-            matched: vec![self.calls; plan.len()],
+            matched,
             fired,
             functions: self.functions.clone(),
             not_started: None,
@@ -1270,4 +1282,49 @@ fn the_nth_call_search_starts_where_production_s_time_and_the_rate_put_it() {
         whats[2].starts_with("write failing with ECONNRESET on db1, call #620 (started at call #620: production's failure came 12.40 s after its process started"),
         "{whats:?}"
     );
+}
+
+#[test]
+fn a_fault_whose_path_matched_nothing_at_level_1_is_not_walked_at_level_2() {
+    let on = |path: &str| FaultGuess::Syscall {
+        syscall: "openat".into(),
+        errno: "ENOENT".into(),
+        path: Some(path.into()),
+        raw_path: None,
+        short: None,
+        persistent: false,
+    };
+    let mut missing = candidate(on("*/missing.conf"), 0, 1, &["load_config", "main"]);
+    missing.burst = 3;
+    let d = diagnosis(vec![missing, candidate(on("*/data.log"), 0, 2, &[])]);
+    let mut fake = Fake::new(|_, _, _| false);
+    fake.calls = 3;
+    fake.unmatched_path = Some("*/missing.conf".into());
+    let lines = Lines::default();
+    let (r, _out) = search_with_progress(&fake, &d, 150, 1, &lines);
+    let r = r.unwrap();
+    let at_level_2: Vec<&str> = r
+        .attempts
+        .iter()
+        .filter(|a| a.level == 2)
+        .map(|a| a.what.as_str())
+        .collect();
+    assert!(
+        at_level_2.iter().all(|w| !w.contains("missing.conf")),
+        "{at_level_2:?}"
+    );
+    // the other one's path matched calls: walked up to its last call (nth 2, 3, 4)
+    assert_eq!(at_level_2.len(), 3, "{at_level_2:?}");
+    assert!(at_level_2.iter().all(|w| w.contains("data.log")));
+    assert!(
+        lines
+            .0
+            .borrow()
+            .iter()
+            .any(|l| l.contains("level 2 skips openat failing with ENOENT (*/missing.conf) on db1: its path matched no call at level 1")),
+        "{:?}",
+        lines.0.borrow()
+    );
+    // fault-free check, both at level 1, then the Nth calls of the one that matched
+    assert_eq!(r.runs, 6);
 }

@@ -170,7 +170,13 @@ pub fn profile(
                     continue;
                 }
             }
-            let data = run_data(scenario, trace, &report.launched, report.duration_ms)?;
+            let data = run_data(
+                scenario,
+                trace,
+                &report.launched,
+                report.duration_ms,
+                report.ready_ns,
+            )?;
             println!(
                 "profile run {i}/{}: {:.2} s, {} failed syscalls",
                 opts.runs,

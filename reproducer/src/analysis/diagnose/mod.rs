@@ -1,7 +1,8 @@
 //! Diagnosis without runs: from the production timeline to ranked fault candidates.
 //! Failed syscalls are grouped by signature and dropped as benign when the fault-free
 //! profile shows them at a comparable rate; deaths by the process's own fatal signal and
-//! non-zero exits are symptoms; SIGKILLs from outside, stops and partitions that no pause
+//! non-zero exits are symptoms, unless fault-free runs show the same (node, program, status,
+//! phase); SIGKILLs from outside, stops and partitions that no pause
 //! or crash explains are faults. A network gap is a partition only when it is abnormal:
 //! longer than the profile saw on the same node pair and port, and corroborated (traffic
 //! resumed after it, the connection was torn down, or several connections of the pair went
@@ -149,6 +150,11 @@ pub struct BaselineRates {
     /// (node, peer, service port) -> `[busy_ms, silence_ms]`: how long such connections
     /// fell silent after how long a busy stretch (profile's `after_busy`; empty: unknown)
     pub gaps_after_busy: HashMap<(String, String, u16), Vec<[u64; 2]>>,
+    /// (node, program, status, phase) of the deaths fault-free runs show: norms, not symptoms
+    pub exits: std::collections::HashSet<(String, String, String, String)>,
+    /// node -> the longest start-up of fault-free runs (its first process's start until
+    /// every node was ready), ms
+    pub startup_ms: HashMap<String, u64>,
 }
 
 impl BaselineRates {
@@ -167,19 +173,31 @@ impl BaselineRates {
     }
 
     pub fn from_profile(p: super::profile::Profile) -> BaselineRates {
-        let failures_most_in_a_run = p
-            .failures
-            .iter()
-            .map(|f| {
-                let key = (f.node.clone(), f.syscall.clone(), f.errno.clone(), f.path.clone());
-                (key, f.per_run.iter().copied().max().unwrap_or(0))
-            })
-            .collect();
-        let failures = p
-            .failures
-            .into_iter()
-            .map(|f| ((f.node, f.syscall, f.errno, f.path), f.per_second))
-            .collect();
+        let mut failures_most_in_a_run: HashMap<_, u64> = HashMap::new();
+        let mut failures: HashMap<_, f64> = HashMap::new();
+        for f in &p.failures {
+            let most = f.per_run.iter().copied().max().unwrap_or(0);
+            let key = (f.node.clone(), f.syscall.clone(), f.errno.clone(), f.path.clone());
+            failures_most_in_a_run.insert(key.clone(), most);
+            failures.insert(key, f.per_second);
+        }
+        // a production path tracerd could only give relative (or a dump whose run directory
+        // is not known) has the unanchored signature: it finds the anchored one's numbers
+        // under that too, summed over the anchored signatures that share it
+        for f in &p.failures {
+            let Some(tail) = f.path.as_deref().and_then(super::profile::unanchored) else {
+                continue;
+            };
+            let key = (f.node.clone(), f.syscall.clone(), f.errno.clone(), Some(tail));
+            if p.failures
+                .iter()
+                .any(|g| (&g.node, &g.syscall, &g.errno, &g.path) == (&key.0, &key.1, &key.2, &key.3))
+            {
+                continue;
+            }
+            *failures.entry(key.clone()).or_default() += f.per_second;
+            *failures_most_in_a_run.entry(key).or_default() += f.per_run.iter().copied().max().unwrap_or(0);
+        }
         let gaps_after_busy = p
             .gaps
             .iter()
@@ -197,6 +215,11 @@ impl BaselineRates {
             .map(|s| ((s.node.clone(), s.syscall.clone()), s.per_second))
             .collect();
         let longest_run_s = p.run_seconds.iter().copied().fold(0.0, f64::max);
+        let exits = p
+            .exits
+            .into_iter()
+            .map(|e| (e.node, e.program, e.status, e.phase))
+            .collect();
         BaselineRates {
             scenario: p.scenario,
             failures,
@@ -205,6 +228,8 @@ impl BaselineRates {
             calls,
             longest_run_s,
             gaps_after_busy,
+            exits,
+            startup_ms: p.startup_ms.into_iter().collect(),
         }
     }
 }
@@ -255,9 +280,16 @@ struct Builder<'a> {
     nodes_of_pid: HashMap<(usize, u32), Vec<usize>>,
     /// the nodes of production's addresses
     peers: PeerMap,
+    /// deaths taken as norms (fault-free runs show them): (who, program, status, phase) -> how many
+    routine_exits: std::collections::BTreeMap<(String, String, String, String), u32>,
 }
 
 impl Builder<'_> {
+    /// The run directory of event `t`'s dump, for its path signatures.
+    fn workdir_of(&self, t: &TimedEvent) -> Option<&str> {
+        self.timeline.dumps.get(t.dump).and_then(|d| d.workdir.as_deref())
+    }
+
     /// A cause of one occurrence, of the process of event `t`, with no context yet.
     fn candidate(&self, t: &TimedEvent, guess: FaultGuess, at_ns: u64, why: String) -> Candidate {
         Candidate {
@@ -319,12 +351,15 @@ fn diagnose_with(
         symptoms: Vec::new(),
         notes: Vec::new(),
         nodes_of_pid: HashMap::new(),
+        routine_exits: Default::default(),
         peers: scenario
             .map(|s| network::peer_map(timeline, s))
             .unwrap_or_default(),
     };
     // process.rs: pauses and kills from outside are faults, own deaths and exits symptoms
+    // (those fault-free runs show too are norms)
     b.process_states();
+    b.note_routine_exits();
     // network.rs: silences between nodes, set aside as idle or merged into partitions
     b.gaps();
     // explain.rs: a partition during a pause or right after a crash of one end is its doing

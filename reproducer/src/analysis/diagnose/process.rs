@@ -1,22 +1,14 @@
 //! Process states: a pause, or a kill by a signal from outside the node, is a fault; a
 //! death by the process's own fatal signal (or a kill from its own node) and a non-zero
-//! exit are symptoms.
+//! exit are symptoms — unless fault-free runs show the same death (node, program, status,
+//! phase: see `profile::exits`), which is then a norm, counted in a note.
 use std::collections::{HashMap, HashSet};
 
 use tracedump::event::{State, What};
 use tracedump::syscalls::signal_name;
 
 use super::{who, Builder, FaultGuess, Symptom, TimedEvent};
-
-/// Signals a process raises on itself (a crash of its own making, not an injected one).
-const SELF_SIGNALS: [i32; 6] = [
-    libc::SIGSEGV,
-    libc::SIGABRT,
-    libc::SIGBUS,
-    libc::SIGFPE,
-    libc::SIGILL,
-    libc::SIGSYS,
-];
+use crate::analysis::profile::exits::{self, is_kill_from_outside, symptom_status};
 
 impl Builder<'_> {
     /// Adds a candidate per pause and kill from outside, a symptom per other death and
@@ -64,7 +56,7 @@ impl Builder<'_> {
                     let sender_pid = p.sender.as_ref().map(|s| s.pid);
                     let from_outside =
                         sender_pid.is_some_and(|s| s != pid && !self.same_node(s, t.dump, t.node));
-                    if from_outside && !SELF_SIGNALS.contains(&(signo as i32)) {
+                    if is_kill_from_outside(signo, from_outside) {
                         let sender = format!(
                             "{} (pid {})",
                             sender_comm.unwrap_or_default(),
@@ -73,7 +65,7 @@ impl Builder<'_> {
                         let why = format!("killed by {signal} from {sender}");
                         let c = self.candidate(t, FaultGuess::Crash { signal, sender }, t.at_ns, why);
                         self.candidates.push(c);
-                    } else {
+                    } else if !self.is_routine_exit(t, from_outside) {
                         let what = format!(
                             "died of {signal}{}",
                             if core_dumped { " (core dumped)" } else { "" }
@@ -81,13 +73,69 @@ impl Builder<'_> {
                         self.symptom(t, what);
                     }
                 }
-                State::Exited { code } if code != 0 && seen_deaths.insert((t.dump, pid)) => {
+                // one death per process; a death fault-free runs show is no symptom
+                State::Exited { code }
+                    if code != 0 && seen_deaths.insert((t.dump, pid)) && !self.is_routine_exit(t, false) =>
+                {
                     let what = format!("exited with status {code}");
                     self.symptom(t, what);
                 }
                 _ => {}
             }
         }
+    }
+
+    /// Whether the death of event `t` is one fault-free runs show too (same node, program,
+    /// status and phase); such a death is counted for the note, not taken as a symptom.
+    fn is_routine_exit(&mut self, t: &TimedEvent, from_outside: bool) -> bool {
+        let (Some(node), Some(scenario), Some(baseline)) = (t.node, self.scenario, self.baseline) else {
+            return false;
+        };
+        let What::ProcessState(p) = &t.event.what else {
+            return false;
+        };
+        let Some(status) = symptom_status(p, from_outside) else {
+            return false;
+        };
+        let name = &scenario.nodes[node].name;
+        let since_start = self
+            .timeline
+            .dumps
+            .get(t.dump)
+            .and_then(|d| d.node_starts.iter().find(|(n, _)| *n == node))
+            .map(|&(_, start)| t.at_ns.saturating_sub(start));
+        let startup = baseline.startup_ms.get(name).map(|ms| ms * 1_000_000);
+        let program = t.event.comm.to_string();
+        let phase = exits::phase(since_start, startup);
+        let Some(phase) = [exits::STARTUP, exits::RUNNING]
+            .into_iter()
+            .filter(|ph| phase.is_none_or(|p| p == *ph))
+            .find(|ph| {
+                let key = (name.clone(), program.clone(), status.clone(), ph.to_string());
+                baseline.exits.contains(&key)
+            })
+        else {
+            return false;
+        };
+        let key = (name.clone(), program, status, phase.to_string());
+        *self.routine_exits.entry(key).or_default() += 1;
+        true
+    }
+
+    /// A note on the deaths taken as norms, if any.
+    pub(super) fn note_routine_exits(&mut self) {
+        if self.routine_exits.is_empty() {
+            return;
+        }
+        let each: Vec<String> = self
+            .routine_exits
+            .iter()
+            .map(|((node, program, status, phase), n)| format!("{node}: {program} {status} at {phase} ×{n}"))
+            .collect();
+        self.notes.push(format!(
+            "not symptoms: exits that fault-free runs show too ({})",
+            each.join(", ")
+        ));
     }
 
     /// Adds the symptom `what` of event `t`'s process.

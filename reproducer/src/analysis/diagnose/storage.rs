@@ -73,7 +73,7 @@ impl Builder<'_> {
             let guess = FaultGuess::Syscall {
                 syscall: io.syscall.clone(),
                 errno: errno.to_string(),
-                path: Some(normalize_path(path)),
+                path: Some(normalize_path(path, self.workdir_of(t))),
                 raw_path: Some(path.clone()),
                 short: Some(io.done),
                 persistent: true,
@@ -156,6 +156,8 @@ mod tests {
             taken_ns: 100 * S,
             lost_events: 0,
             process_starts: Default::default(),
+            node_starts: Vec::new(),
+            workdir: None,
         };
         Timeline {
             events,

@@ -59,7 +59,13 @@ impl Builder<'_> {
                     .get(&(e.dump, e.event.pid))
                     .is_some_and(|&d| d >= e.at_ns && d - e.at_ns <= KILLED_IN_CALL_NS)
         };
-        let groups = failure_groups(&self.timeline.events, self.scenario.is_some(), killed_in_call);
+        let workdirs: Vec<Option<&str>> = self.timeline.dumps.iter().map(|d| d.workdir.as_deref()).collect();
+        let groups = failure_groups(
+            &self.timeline.events,
+            self.scenario.is_some(),
+            &workdirs,
+            killed_in_call,
+        );
         // the rate is judged on what happened before the first symptom, not on its aftermath
         let first_symptom = self.symptoms.iter().map(|s| s.at_ns).min().unwrap_or(u64::MAX);
         for FailureGroup {
@@ -254,12 +260,13 @@ fn failure_key<'e, P>(
 /// first event (so that equal ranks keep one order); `killed_in_call` tells an event cut
 /// short by its process's death. With a scenario, failures of no node are left out. Events
 /// group first by exact path (one look-up per event), and those groups merge by normalized
-/// path (one normalization per distinct path).
-fn failure_groups(
-    events: &[TimedEvent],
+/// path (one normalization per distinct path; `workdirs`: each dump's run directory).
+fn failure_groups<'e>(
+    events: &'e [TimedEvent],
     scenario: bool,
+    workdirs: &[Option<&str>],
     killed_in_call: impl Fn(&TimedEvent) -> bool,
-) -> Vec<FailureGroup<'_>> {
+) -> Vec<FailureGroup<'e>> {
     let mut exact: Vec<(&TimedEvent, Vec<u64>, bool)> = Vec::new();
     let mut exact_of: HashMap<FailureKey<&str>, usize> = HashMap::new();
     for t in events {
@@ -281,7 +288,8 @@ fn failure_groups(
     let mut group_of: HashMap<FailureKey<String>, usize> = HashMap::new();
     let mut merged = vec![false; exact.len()];
     for (first, times, killed) in exact {
-        let Some(key) = failure_key(first, scenario, normalize_path) else {
+        let workdir = workdirs.get(first.dump).copied().flatten();
+        let Some(key) = failure_key(first, scenario, |p| normalize_path(p, workdir)) else {
             continue;
         };
         if let Some(&g) = group_of.get(&key) {

@@ -11,11 +11,14 @@
 //!
 //! - how long each node pair's connections fall silent (per pair and service port), so
 //!   that the diagnosis can tell an idle connection from a partition,
+//! - the exits that would otherwise be symptoms (node, program, status or signal, phase:
+//!   start-up or running) and how long each node's start-up takes, so that a helper's
+//!   routine non-zero exit is a norm and not a symptom,
 //!
 //! plus `<stem>.functions`, the infrequent functions as `BINARY:SYMBOL` lines, which
 //! production tracerd reads with its `functions` setting. Paths are normalized with
-//! [`normalize_path`] so that a test run and a production host agree; the diagnosis uses
-//! the same function.
+//! [`normalize_path`] (the run directory found with [`workdir_of`]) so that a test run and a
+//! production host agree; the diagnosis uses the same functions.
 //!
 //! Where each part lives: the file format and its reading and writing here, the functions
 //! and programs a profile counts in `candidates`, one run's trace mapped to nodes in `runs`,
@@ -27,13 +30,14 @@ use anyhow::{anyhow, bail, Result};
 use serde::{Deserialize, Serialize};
 
 mod candidates;
+pub mod exits;
 mod paths;
 mod runs;
 mod stats;
 
 pub use candidates::{candidate_functions, declared_programs, programs_after_run, Candidate, Program};
-pub use paths::normalize_path;
-pub use runs::{run_data, FailureKey, GapRun, RunData};
+pub use paths::{normalize_path, path_glob, unanchored, workdir_of};
+pub use runs::{exits_of, run_data, ExitKey, FailureKey, GapRun, RunData};
 pub use stats::{aggregate, detach_after_calls};
 
 /// `format` of every profile file.
@@ -65,6 +69,14 @@ pub struct Profile {
     /// silences of connections between nodes (absent in profiles written before they were recorded)
     #[serde(default)]
     pub gaps: Vec<GapStat>,
+    /// deaths that would be symptoms, seen in fault-free runs (absent in profiles written
+    /// before they were recorded: then every such death is a symptom)
+    #[serde(default)]
+    pub exits: Vec<ExitStat>,
+    /// node name -> the longest time of any run from its first process's start until every
+    /// node was ready, ms: what is start-up and what is running in a production timeline
+    #[serde(default)]
+    pub startup_ms: BTreeMap<String, u64>,
     pub dropped: Dropped,
     /// failed syscalls of processes that belong to no node (ignored)
     #[serde(default)]
@@ -135,6 +147,20 @@ pub fn add_after_busy(frontier: &mut Vec<[u64; 2]>, busy_ms: u64, silence_ms: u6
         frontier.truncate(MAX_AFTER_BUSY);
     }
     frontier.sort_unstable();
+}
+
+/// A death that would be a symptom (a non-zero exit status, a death by the process's own
+/// signal), seen in fault-free runs.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct ExitStat {
+    pub node: String,
+    /// the process's name (its comm)
+    pub program: String,
+    /// "status N", or the signal's name
+    pub status: String,
+    /// "start-up" (before every node was ready) or "running"
+    pub phase: String,
+    pub per_run: Vec<u64>,
 }
 
 /// A connection's service port, the same on a test bed and in production: the lower of its

@@ -1,24 +1,150 @@
 //! Path signatures: a path as a test run and a production host both see it, so that a
-//! benign failure recorded in the profile matches the same file in another run.
+//! benign failure recorded in the profile matches the same file in another run, and so
+//! that a fault schedule's path finds that file in a new run. What differs from run to run
+//! becomes a placeholder or a glob inside one component: the run directory `{workdir}`, a
+//! process id `/proc/{pid}`, a temporary name's random suffix and runs of digits `*`.
+//! [`path_glob`] turns a signature into the glob the test bed matches a call's path with.
+use std::collections::BTreeMap;
 
-/// A path as test runs and production hosts both see it, as a glob: "*/" and the last
-/// component, with what differs from run to run replaced by "*" — every run of ASCII digits
-/// and a random temporary-name suffix ("/srv/x/temp-4123.rdb" -> "*/temp-*.rdb",
-/// "/scratch/reproducer-run-UF3ENM" -> "*/reproducer-run-*"). A component left with nothing
-/// literal keeps its parent ("/proc/15881" -> "*/proc/*"), so that a signature never
-/// matches every path.
-pub fn normalize_path(path: &str) -> String {
+use tracedump::process::ProcInfo;
+
+use crate::model::scenario::Scenario;
+
+/// A path's signature. Anchored where the directory is known: `/proc/<pid>/...` becomes
+/// `/proc/{pid}/...` (a task id under it too), and a path in the run directory `workdir`
+/// (when known: [`workdir_of`]) `{workdir}/...`, its components with temporary names and
+/// digits globbed ("/scratch/reproducer-run-UF3ENM/db1/temp-41.rdb" with that workdir ->
+/// "{workdir}/db*/temp-*.rdb"). Any other path is "*/" and its last component, globbed
+/// likewise ("/srv/x/temp-4123.rdb" -> "*/temp-*.rdb"); a component left with nothing
+/// literal keeps its parent ("/a/b/12345" -> "*/b/*"), and a path with nothing literal at
+/// all stays as it is, so that a signature never matches every path.
+pub fn normalize_path(path: &str, workdir: Option<&str>) -> String {
+    if let Some(sig) = proc_signature(path) {
+        return sig;
+    }
+    if let Some(rest) = workdir.and_then(|w| under(path, w)) {
+        let parts: Vec<String> = rest
+            .split('/')
+            .filter(|p| !p.is_empty())
+            .map(normalize_component)
+            .collect();
+        return std::iter::once("{workdir}".to_string())
+            .chain(parts)
+            .collect::<Vec<_>>()
+            .join("/");
+    }
     let mut kept = Vec::new();
+    let mut literal = false;
     for part in path.split('/').rev().filter(|p| !p.is_empty()) {
         let part = normalize_component(part);
-        let literal = part.chars().any(|c| c != '*');
+        literal = part.chars().any(|c| c != '*');
         kept.push(part);
         if literal {
             break;
         }
     }
+    if !literal {
+        return path.to_string();
+    }
     kept.reverse();
     format!("*/{}", kept.join("/"))
+}
+
+/// The unanchored signature ("*/" and the last components) of an anchored one
+/// (`{workdir}/...`, `/proc/{pid}/...`): what the same path gives where the run directory
+/// is not known or the path came relative. None for a signature that is unanchored already.
+pub fn unanchored(signature: &str) -> Option<String> {
+    if !(signature.starts_with("{workdir}") || signature.starts_with("/proc/{pid}")) {
+        return None;
+    }
+    let plain = signature.replace("{workdir}", "").replace("{pid}", "*");
+    let tail = normalize_path(&plain, None);
+    tail.starts_with("*/").then_some(tail)
+}
+
+/// The glob a fault's path signature stands for in a run (before `{workdir}` and the other
+/// scenario placeholders are expanded): `{pid}` is any process id.
+pub fn path_glob(signature: &str) -> String {
+    signature.replace("{pid}", "[0-9]*")
+}
+
+/// "/proc/<pid>/..." as "/proc/{pid}/...", and "task/<tid>" under it as "task/{pid}".
+fn proc_signature(path: &str) -> Option<String> {
+    let rest = path.strip_prefix("/proc/")?;
+    let (pid, tail) = rest.split_once('/').unwrap_or((rest, ""));
+    if pid.is_empty() || !pid.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let mut out = String::from("/proc/{pid}");
+    let mut after_task = false;
+    for part in tail.split('/').filter(|p| !p.is_empty()) {
+        out.push('/');
+        if after_task && part.bytes().all(|b| b.is_ascii_digit()) {
+            out.push_str("{pid}");
+        } else {
+            out.push_str(part);
+        }
+        after_task = part == "task";
+    }
+    Some(out)
+}
+
+/// What follows `dir` in `path` ("" for `dir` itself), when `path` is in `dir`.
+fn under<'p>(path: &'p str, dir: &str) -> Option<&'p str> {
+    let dir = dir.trim_end_matches('/');
+    if dir.is_empty() {
+        return None;
+    }
+    let rest = path.strip_prefix(dir)?;
+    (rest.is_empty() || rest.starts_with('/')).then_some(rest)
+}
+
+/// The run directory of a trace: the value `{workdir}` had in the command lines of the
+/// scenario's nodes, read back from their processes (`node_of` maps a pid to its node).
+/// A test run and a production host that ran the scenario's commands both give it, so both
+/// sides make the same signatures; None when no node's command names `{workdir}` or no
+/// command line fits. The most common answer wins.
+pub fn workdir_of(
+    scenario: &Scenario,
+    processes: &[ProcInfo],
+    node_of: impl Fn(u32) -> Option<usize>,
+) -> Option<String> {
+    let mut found: BTreeMap<String, usize> = BTreeMap::new();
+    for p in processes {
+        let (Some(node), Some(argv)) = (node_of(p.pid), &p.cmdline) else {
+            continue;
+        };
+        for template in scenario.nodes[node]
+            .command
+            .iter()
+            .filter(|a| a.contains("{workdir}"))
+        {
+            if let Some(w) = argv.iter().find_map(|arg| workdir_in(template, arg)) {
+                *found.entry(w).or_default() += 1;
+            }
+        }
+    }
+    found.into_iter().max_by_key(|(_, n)| *n).map(|(w, _)| w)
+}
+
+/// The value of `{workdir}` that makes `template` (an argument naming it, no other
+/// placeholder) read `arg`.
+fn workdir_in(template: &str, arg: &str) -> Option<String> {
+    if template.contains("{{") || template.replace("{workdir}", "").contains('{') {
+        return None;
+    }
+    let pieces: Vec<&str> = template.split("{workdir}").collect();
+    let (first, second) = (pieces[0], pieces[1]);
+    let rest = arg.strip_prefix(first)?;
+    let end = if second.is_empty() {
+        rest.len()
+    } else if pieces.len() == 2 {
+        rest.strip_suffix(second).map(str::len)?
+    } else {
+        rest.find(second)?
+    };
+    let w = &rest[..end];
+    (w.starts_with('/') && template.replace("{workdir}", w) == arg).then(|| w.to_string())
 }
 
 /// Shortest random suffix taken for a temporary name's (mkstemp's and mkdtemp's are 6).
@@ -76,67 +202,158 @@ fn normalize_component(part: &str) -> String {
 mod tests {
     use super::*;
 
-    #[test]
-    fn normalizes_paths() {
-        assert_eq!(normalize_path("/srv/x/temp-4123.rdb"), "*/temp-*.rdb");
-        assert_eq!(
-            normalize_path("appendonly.aof.1.incr.aof"),
-            "*/appendonly.aof.*.incr.aof"
-        );
-        assert_eq!(normalize_path("/var/lib/db/"), "*/db");
-        assert_eq!(normalize_path("/a/b/12345"), "*/b/*");
-        assert_eq!(normalize_path("/scratch/run-42/node1/log"), "*/log");
-        assert_eq!(normalize_path("x1y22z333"), "*/x*y*z*");
-        assert_eq!(normalize_path("/"), "*/");
-        // what differs between runs: the run directory's random name, /proc/PID, temp names
-        assert_eq!(
-            normalize_path("/scratch/reproducer-run-UF3ENM"),
-            "*/reproducer-run-*"
-        );
-        assert_eq!(
-            normalize_path("/scratch/reproducer-run-cdVApe/"),
-            "*/reproducer-run-*"
-        );
-        assert_eq!(normalize_path("/proc/15881"), "*/proc/*");
-        assert_eq!(normalize_path("/proc/15881/task/15882"), "*/task/*");
-        assert_eq!(normalize_path("/scratch/tmpa8xk2p_q"), "*/tmp*");
-        assert_eq!(normalize_path("/scratch/tracerd-demo.W0PtLV"), "*/tracerd-demo.*");
-        // names that only look alike keep their text
-        assert_eq!(normalize_path("/usr/bin/redis-server"), "*/redis-server");
-        assert_eq!(normalize_path("/lib/libc.so.6"), "*/libc.so.*");
+    fn sig(path: &str) -> String {
+        normalize_path(path, None)
     }
 
     #[test]
-    fn a_signature_matches_the_same_file_in_another_run_and_never_every_path() {
-        let matches = |sig: &str, path: &str| glob::Pattern::new(sig).unwrap().matches(path);
+    fn normalizes_paths() {
+        assert_eq!(sig("/srv/x/temp-4123.rdb"), "*/temp-*.rdb");
+        assert_eq!(sig("appendonly.aof.1.incr.aof"), "*/appendonly.aof.*.incr.aof");
+        assert_eq!(sig("/var/lib/db/"), "*/db");
+        assert_eq!(sig("/a/b/12345"), "*/b/*");
+        assert_eq!(sig("/scratch/run-42/node1/log"), "*/log");
+        assert_eq!(sig("x1y22z333"), "*/x*y*z*");
+        // nothing literal: the path itself, never a glob of stars
+        assert_eq!(sig("/"), "/");
+        assert_eq!(sig("/12345/678"), "/12345/678");
+        // what differs between runs: the run directory's random name, /proc/PID, temp names
+        assert_eq!(sig("/scratch/reproducer-run-UF3ENM"), "*/reproducer-run-*");
+        assert_eq!(sig("/scratch/reproducer-run-cdVApe/"), "*/reproducer-run-*");
+        assert_eq!(sig("/proc/15881"), "/proc/{pid}");
+        assert_eq!(sig("/proc/123/status"), "/proc/{pid}/status");
+        assert_eq!(sig("/proc/15881/task/15882/stat"), "/proc/{pid}/task/{pid}/stat");
+        assert_eq!(sig("/proc/self/status"), "*/status");
+        assert_eq!(sig("/scratch/tmpa8xk2p_q"), "*/tmp*");
+        assert_eq!(sig("/scratch/tracerd-demo.W0PtLV"), "*/tracerd-demo.*");
+        // names that only look alike keep their text
+        assert_eq!(sig("/usr/bin/redis-server"), "*/redis-server");
+        assert_eq!(sig("/lib/libc.so.6"), "*/libc.so.*");
+        // in the run directory: anchored to it
+        let w = Some("/scratch/reproducer-run-UF3ENM");
+        assert_eq!(normalize_path("/scratch/reproducer-run-UF3ENM", w), "{workdir}");
+        assert_eq!(normalize_path("/scratch/reproducer-run-UF3ENM/", w), "{workdir}");
+        assert_eq!(
+            normalize_path("/scratch/reproducer-run-UF3ENM/db1/temp-41.rdb", w),
+            "{workdir}/db*/temp-*.rdb"
+        );
+        assert_eq!(
+            normalize_path("/scratch/reproducer-run-UF3ENMX/db1", w),
+            "*/db*",
+            "a sibling with a longer name is not in it"
+        );
+        assert_eq!(normalize_path("/proc/7/cwd", w), "/proc/{pid}/cwd");
+        // what the same file gives unanchored (a relative path, no known run directory)
+        assert_eq!(
+            unanchored("{workdir}/db*/temp-*.rdb").as_deref(),
+            Some("*/temp-*.rdb")
+        );
+        assert_eq!(unanchored("/proc/{pid}/status").as_deref(), Some("*/status"));
+        assert_eq!(unanchored("/proc/{pid}").as_deref(), Some("*/proc/*"));
+        assert_eq!(unanchored("{workdir}"), None);
+        assert_eq!(unanchored("*/temp-*.rdb"), None);
+    }
+
+    /// Whether signature `sig` of one run matches `path` of a run whose directory is `workdir`,
+    /// as the test bed matches a schedule's path.
+    fn matches(sig: &str, workdir: &str, path: &str) -> bool {
+        let vars = crate::model::scenario::Placeholders {
+            workdir: workdir.into(),
+            ..Default::default()
+        };
+        let glob = vars.expand(&path_glob(sig)).unwrap();
+        glob::Pattern::new(&glob).unwrap().matches(path)
+    }
+
+    #[test]
+    fn a_signature_matches_the_same_file_in_a_new_run_directory_and_never_every_path() {
+        let (old, new) = (
+            "/scratch/reproducer-run-UF3ENM",
+            "/var/scratch/reproducer-run-x9QpLm",
+        );
         for (a, b) in [
+            (old.to_string(), new.to_string()),
+            (format!("{old}/db1/temp-41.rdb"), format!("{new}/db1/temp-7.rdb")),
             (
-                "/scratch/reproducer-run-UF3ENM",
-                "/var/scratch/reproducer-run-x9QpLm",
+                format!("{old}/db1/appendonly.aof.1.incr.aof"),
+                format!("{new}/db1/appendonly.aof.2.incr.aof"),
             ),
-            (
-                "/scratch/reproducer-run-UF3ENM/db1/temp-41.rdb",
-                "/srv/w/db1/temp-7.rdb",
-            ),
-            ("/proc/15881", "/proc/2"),
+            ("/proc/15881".into(), "/proc/2".into()),
+            ("/proc/123/status".into(), "/proc/99/status".into()),
+            ("/srv/db1/temp-41.rdb".into(), "/other/db1/temp-7.rdb".into()),
         ] {
-            assert!(
-                matches(&normalize_path(a), b),
-                "{a} -> {} vs {b}",
-                normalize_path(a)
-            );
+            let s = normalize_path(&a, Some(old));
+            assert!(matches(&s, new, &b), "{a} -> {s} vs {b}");
         }
+        assert_eq!(sig("/proc/123/status"), "/proc/{pid}/status");
+        assert!(!matches("/proc/{pid}/status", new, "/etc/passwd"));
+        assert!(!matches("/proc/{pid}/status", new, "/proc/self/status"));
+        // the same file name in another run's directory is not this run's file
+        let s = normalize_path(&format!("{old}/db1/temp-41.rdb"), Some(old));
+        assert!(!matches(&s, new, &format!("{old}/db1/temp-41.rdb")));
+        let unrelated = [
+            "/usr/lib/x86_64-linux-gnu/libssl.so.3",
+            "/etc/passwd",
+            "/",
+            "/lib/x",
+            "relative",
+        ];
+        let in_old = format!("{old}/123");
         for p in [
             "/proc/15881",
+            "/proc/1/task/2",
             "/a/b/12345",
+            "/12345",
+            "/",
             "/scratch/tmpa8xk2p_q",
             "/scratch/x.AbC123",
+            old,
+            in_old.as_str(),
         ] {
-            let sig = normalize_path(p);
+            let s = normalize_path(p, Some(old));
+            let every = unrelated.iter().all(|u| matches(&s, new, u));
+            assert!(!every, "{p}: {s} matches every path");
             assert!(
-                !matches(&sig, "/usr/lib/x86_64-linux-gnu/libssl.so.3"),
-                "{p}: {sig} matches anything"
+                !matches(&s, new, "/usr/lib/x86_64-linux-gnu/libssl.so.3"),
+                "{p}: {s}"
             );
         }
+    }
+
+    #[test]
+    fn the_run_directory_is_read_back_from_the_nodes_command_lines() {
+        let scenario = Scenario::parse(
+            "name = \"kv\"\n[[nodes]]\nname = \"db1\"\ncommand = [\"kvnode\", \"--dir\", \"{workdir}/db1\"]\n\
+             [[nodes]]\nname = \"db2\"\ncommand = [\"sh\", \"-c\", \"mkdir -p {workdir}/d && exec kvnode --dir {workdir}/d\"]\n\
+             [workload]\ncommand = [\"true\"]\n[oracle]\ncommand = [\"false\"]\n",
+            "t",
+        )
+        .expect("scenario");
+        let proc_ = |pid: u32, argv: &[&str]| ProcInfo {
+            pid,
+            cmdline: Some(argv.iter().map(|s| s.to_string()).collect()),
+            ..Default::default()
+        };
+        let w = "/srv/run-Ab3x";
+        let processes = [
+            proc_(1, &["kvnode", "--dir", "/srv/run-Ab3x/db1"]),
+            proc_(
+                2,
+                &[
+                    "sh",
+                    "-c",
+                    "mkdir -p /srv/run-Ab3x/d && exec kvnode --dir /srv/run-Ab3x/d",
+                ],
+            ),
+            proc_(3, &["kvnode", "--dir", "/elsewhere"]),
+        ];
+        let node_of = |pid: u32| match pid {
+            1 | 3 => Some(0),
+            2 => Some(1),
+            _ => None,
+        };
+        assert_eq!(workdir_of(&scenario, &processes, node_of).as_deref(), Some(w));
+        assert_eq!(workdir_of(&scenario, &processes[2..], node_of), None);
+        assert_eq!(workdir_in("{workdir}/db1", "relative/db1"), None);
     }
 }

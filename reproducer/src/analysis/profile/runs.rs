@@ -1,12 +1,13 @@
 //! One fault-free run's trace mapped to nodes: its failure signatures, syscall and function
-//! counts, silences between nodes, and what the tracing lost.
+//! counts, silences between nodes, exits, and what the tracing lost.
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use anyhow::Result;
-use tracedump::event::What;
+use tracedump::event::{Event, What};
 
-use super::{normalize_path, service_port, Dropped};
+use super::exits::{symptom_status, RUNNING, STARTUP};
+use super::{normalize_path, service_port, workdir_of, Dropped};
 use crate::analysis::nodemap::NodeMap;
 use crate::model::scenario::Scenario;
 
@@ -17,6 +18,16 @@ pub struct FailureKey {
     pub syscall: String,
     pub errno: String,
     pub path: Option<String>,
+}
+
+/// An exit signature: a death that would be a symptom (see `exits`), by node, program (the
+/// process's comm), status ("status 1", or the signal's name) and phase of the run.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ExitKey {
+    pub node: String,
+    pub program: String,
+    pub status: String,
+    pub phase: String,
 }
 
 /// What one fault-free run contributed, mapped to nodes.
@@ -30,6 +41,10 @@ pub struct RunData {
     pub function_calls: BTreeMap<(String, String), u64>,
     /// (node, peer, service port) -> the silences of such connections
     pub gaps: BTreeMap<(String, String, u16), GapRun>,
+    /// exits that would be symptoms, and how many
+    pub exits: BTreeMap<ExitKey, u64>,
+    /// node -> ms from its first process's start until every node was ready
+    pub startup_ms: BTreeMap<String, u64>,
     /// (binary, symbol) of functions that were not attached
     pub unattached: BTreeSet<(String, String)>,
     /// (binary, symbol) of functions detached at the call limit (counted up to it)
@@ -50,12 +65,14 @@ pub struct GapRun {
 
 /// One run's trace, mapped to nodes (also what `reproduce` learns from its fault-free
 /// check run when it has no profile); `launched` are the (node, pid) pairs the run started,
-/// `duration_ms` the span the trace's counts cover.
+/// `duration_ms` the span the trace's counts cover, `ready_ns` when every node was ready
+/// (CLOCK_BOOTTIME; exits before it are of the start-up phase).
 pub fn run_data(
     scenario: &Scenario,
     trace: &Path,
     launched: &[(String, u32)],
     duration_ms: u64,
+    ready_ns: Option<u64>,
 ) -> Result<RunData> {
     let dump = tracedump::dump::Dump::read(trace)?;
     let launched: Vec<(usize, u32)> = launched
@@ -68,7 +85,18 @@ pub fn run_data(
         ..Default::default()
     };
     let node_name = |pid: u32| map.node(pid).map(|i| scenario.nodes[i].name.clone());
-    for e in dump.events() {
+    if let Some(ready) = ready_ns {
+        for p in &dump.meta.processes {
+            let Some(node) = node_name(p.pid) else { continue };
+            let ms = ready.saturating_sub(p.start_ns) / 1_000_000;
+            let e = data.startup_ms.entry(node).or_insert(0);
+            *e = (*e).max(ms);
+        }
+    }
+    let events = dump.events();
+    let workdir = workdir_of(scenario, &dump.meta.processes, |pid| map.node(pid));
+    data.exits = exits_of(scenario, &events, |pid| map.node(pid), ready_ns);
+    for e in events {
         if let What::NetworkGap(g) = &e.what {
             add_gap(&mut data, scenario, g);
             continue;
@@ -82,7 +110,7 @@ pub fn run_data(
             node,
             syscall: f.syscall,
             errno: f.errno.unwrap_or_default(),
-            path: f.path.as_deref().map(normalize_path),
+            path: f.path.as_deref().map(|p| normalize_path(p, workdir.as_deref())),
         };
         *data.failures.entry(key).or_default() += 1;
     }
@@ -108,6 +136,44 @@ pub fn run_data(
     data.dropped.events = k.kernel.buffer_full_syscall + k.recorder.ring_overwritten;
     data.dropped.counters = k.kernel.syscall_counts_full;
     Ok(data)
+}
+
+/// The deaths of `events` that would be symptoms (one per process), by signature;
+/// `node_of` maps a pid to its node, `ready_ns` is when every node was ready.
+pub fn exits_of(
+    scenario: &Scenario,
+    events: &[Event],
+    node_of: impl Fn(u32) -> Option<usize>,
+    ready_ns: Option<u64>,
+) -> BTreeMap<ExitKey, u64> {
+    let mut out = BTreeMap::new();
+    let mut dead = BTreeSet::new();
+    for e in events {
+        let What::ProcessState(p) = &e.what else {
+            continue;
+        };
+        let Some(node) = node_of(e.pid) else { continue };
+        let sender = p.sender.as_ref().map(|s| s.pid);
+        let from_outside = sender.is_some_and(|s| s != e.pid && node_of(s) != Some(node));
+        let Some(status) = symptom_status(p, from_outside) else {
+            continue;
+        };
+        if !dead.insert(e.pid) {
+            continue;
+        }
+        let phase = match ready_ns {
+            Some(ready) if e.ts_ns <= ready => STARTUP,
+            _ => RUNNING,
+        };
+        let key = ExitKey {
+            node: scenario.nodes[node].name.clone(),
+            program: e.comm.to_string(),
+            status,
+            phase: phase.into(),
+        };
+        *out.entry(key).or_default() += 1;
+    }
+    out
 }
 
 /// A silence between two nodes' addresses (self-connections and other ends are not pairs).

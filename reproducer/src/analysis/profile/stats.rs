@@ -4,8 +4,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::{
-    Candidate, Dropped, FailureKey, FailureStat, FunctionStat, GapStat, Profile, ProfileOptions, RunData,
-    SyscallStat, FEW_CALLS_PER_RUN, FORMAT, VERSION,
+    Candidate, Dropped, ExitKey, ExitStat, FailureKey, FailureStat, FunctionStat, GapStat, Profile,
+    ProfileOptions, RunData, SyscallStat, FEW_CALLS_PER_RUN, FORMAT, VERSION,
 };
 use crate::model::scenario::Scenario;
 
@@ -36,6 +36,32 @@ pub(super) fn gap_stats(runs: &[RunData]) -> Vec<GapStat> {
                 }),
         })
         .collect()
+}
+
+fn exit_stats(runs: &[RunData]) -> Vec<ExitStat> {
+    let keys: BTreeSet<&ExitKey> = runs.iter().flat_map(|r| r.exits.keys()).collect();
+    keys.into_iter()
+        .map(|k| ExitStat {
+            node: k.node.clone(),
+            program: k.program.clone(),
+            status: k.status.clone(),
+            phase: k.phase.clone(),
+            per_run: runs
+                .iter()
+                .map(|r| r.exits.get(k).copied().unwrap_or(0))
+                .collect(),
+        })
+        .collect()
+}
+
+/// Per node, the longest start-up of any run.
+fn startup_ms(runs: &[RunData]) -> BTreeMap<String, u64> {
+    let mut out = BTreeMap::new();
+    for (node, &ms) in runs.iter().flat_map(|r| r.startup_ms.iter()) {
+        let e = out.entry(node.clone()).or_insert(0);
+        *e = ms.max(*e);
+    }
+    out
 }
 
 /// Mean over runs of count / seconds.
@@ -178,6 +204,8 @@ pub fn aggregate(scenario: &Scenario, candidates: &[Candidate], runs: &[RunData]
         syscalls: syscall_stats(runs),
         functions,
         gaps: gap_stats(runs),
+        exits: exit_stats(runs),
+        startup_ms: startup_ms(runs),
         dropped,
         unmapped_events: runs.iter().map(|r| r.unmapped_events).sum(),
         unmapped_syscalls: runs.iter().map(|r| r.unmapped_syscalls).sum(),

@@ -85,6 +85,10 @@ pub struct RunReport {
     pub failed_after: Vec<u32>,
     /// from the first node's start to the trace dump: the span the trace's counts cover
     pub duration_ms: u64,
+    /// CLOCK_BOOTTIME when every node was ready (the workload's start): what fault-free runs
+    /// do before it is start-up, after it running (the profile's exits are told apart so)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready_ns: Option<u64>,
     /// a node did not start (it exited or never became ready) and the run ended there, without
     /// workload or oracle: which node, why, and which faults had fired by then
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -262,7 +266,8 @@ fn run_in(scenario: &Scenario, plan: &FaultPlan, workdir: &Path, opts: &RunOptio
     for f in &plan.faults {
         let glob = match &f.action {
             Planned::Syscall { path: Some(p), .. } => {
-                Some(glob::Pattern::new(&vars.expand(p)?).context("a fault's path glob")?)
+                let glob = vars.expand(&crate::analysis::profile::path_glob(p))?;
+                Some(glob::Pattern::new(&glob).context("a fault's path glob")?)
             }
             _ => None,
         };
@@ -300,6 +305,7 @@ fn run_in(scenario: &Scenario, plan: &FaultPlan, workdir: &Path, opts: &RunOptio
         matched: Vec::new(),
         failed_after: Vec::new(),
         duration_ms: 0,
+        ready_ns: None,
         not_started: None,
     };
     let mut run = Run {
@@ -367,6 +373,7 @@ impl Run<'_> {
         for i in 0..self.scenario.nodes.len() {
             self.launch(i)?;
         }
+        self.report.ready_ns = Some(boottime_ns());
         let argv = self.vars.expand_all(&self.scenario.workload.command)?;
         let mut workload = nodes::spawn(&Launch {
             argv: &argv,

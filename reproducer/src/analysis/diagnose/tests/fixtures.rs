@@ -216,6 +216,8 @@ pub mod three_nodes {
             taken_ns: DUMP_AT,
             lost_events: 0,
             process_starts: Default::default(),
+            node_starts: Vec::new(),
+            workdir: None,
         };
         Timeline {
             events,

@@ -256,3 +256,63 @@ mod three_nodes {
         }
     }
 }
+
+#[test]
+fn a_path_in_the_run_directory_matches_the_profile_anchored_or_not() {
+    use crate::analysis::profile::{aggregate, FailureKey, RunData};
+    // the profile's runs saw readlink EINVAL on their run directory's file, anchored
+    let mut run = RunData {
+        seconds: 10.0,
+        ..Default::default()
+    };
+    let key = FailureKey {
+        node: "db1".into(),
+        syscall: "readlink".into(),
+        errno: "EINVAL".into(),
+        path: Some("{workdir}/db*/data".into()),
+    };
+    run.failures.insert(key, 3);
+    let baseline = BaselineRates::from_profile(aggregate(&scenario(), &[], &[run], 2.0));
+    let verdict = |path: &str, workdir: Option<&str>| {
+        let mut events = vec![at(9.0, Some(0), 10, exited(1))];
+        events.extend((0..3).map(|i| {
+            at(
+                1.0 + i as f64,
+                Some(0),
+                10,
+                failure("readlink", "EINVAL", Some(path)),
+            )
+        }));
+        let mut t = timeline(events);
+        t.dumps.push(crate::analysis::timeline::DumpInfo {
+            path: "d.tdump".into(),
+            host: "h".into(),
+            events: 4,
+            mapped_processes: 1,
+            processes: 1,
+            nodes: vec![0],
+            interfaces: Vec::new(),
+            taken_ns: 100 * SEC,
+            lost_events: 0,
+            node_starts: Vec::new(),
+            process_starts: Default::default(),
+            workdir: workdir.map(String::from),
+        });
+        let d = diagnose(&t, Some(&scenario()), Some(&baseline));
+        let c = d
+            .candidates
+            .iter()
+            .find(|c| matches!(c.guess, FaultGuess::Syscall { .. }))
+            .unwrap();
+        (c.verdict.clone(), c.why.clone())
+    };
+    // production's own run directory, another name: the same signature
+    let (v, why) = verdict("/srv/bb.Xy12Qz/db1/data", Some("/srv/bb.Xy12Qz"));
+    assert_eq!(v, Verdict::Benign, "{why}");
+    // the path came relative: the unanchored signature still finds it
+    let (v, why) = verdict("db1/data", Some("/srv/bb.Xy12Qz"));
+    assert_eq!(v, Verdict::Benign, "{why}");
+    // another file of the run directory is not the profile's
+    let (v, why) = verdict("/srv/bb.Xy12Qz/db1/other", Some("/srv/bb.Xy12Qz"));
+    assert_eq!(v, Verdict::Cause, "{why}");
+}
