@@ -47,6 +47,7 @@ pub mod attempts;
 mod batch;
 pub mod confirm;
 mod draft;
+pub mod engine;
 mod evaluate;
 mod levels;
 mod minimize;
