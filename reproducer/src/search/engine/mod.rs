@@ -118,9 +118,12 @@ impl Engine {
                             .replace("{reproducer}", &exe.display().to_string())
                     })
                     .collect();
-                let mut cmd = Command::new(&words[0]);
-                cmd.args(&words[1..]);
-                run_process(cmd, &words[0])?
+                let Some((program, args)) = words.split_first() else {
+                    bail!("--runner: an empty command");
+                };
+                let mut cmd = Command::new(program);
+                cmd.args(args);
+                run_process(cmd, program)?
             }
             Engine::Slurm => slurm::run_job(&exe, spec, dir)?,
         };

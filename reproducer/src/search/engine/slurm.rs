@@ -43,6 +43,9 @@ const ENDED: &[&str] = &[
 /// Runs the attempt of `spec` as a batch job, its run directory under `dir`, until it has
 /// ended.
 pub(super) fn run_job(exe: &Path, spec: &Path, dir: &Path) -> Result<Ended> {
+    if crate::interrupt::requested() {
+        bail!("interrupted before its job was submitted");
+    }
     let mut job = Job::submit(exe, spec, dir)?;
     let state = job.wait()?;
     let messages = std::fs::read_to_string(dir.join(JOB_ERRORS)).unwrap_or_default();
