@@ -91,9 +91,17 @@ pub enum Command {
         /// the same as with 1. A scenario with a node without an address runs one at a time
         #[arg(long, value_name = "N")]
         jobs: Option<usize>,
+        /// Where each attempt runs: `local` (a process here), `slurm` (a batch job through
+        /// sbatch), or a command template with {spec} and {dir} that runs `reproducer
+        /// run-attempt --spec {spec} --dir {dir}` on another engine and returns when it has
+        /// ended. With an engine, --out must be on a directory every node mounts at the same
+        /// path, and --jobs is how many attempts are in the engine's queue at once
+        #[arg(long, value_name = "ENGINE", default_value = "local")]
+        runner: crate::search::engine::Engine,
     },
     #[cfg(feature = "testbed")]
-    /// Run one run spec (an attempt.toml a search wrote) in DIR; print its report as JSON
+    /// Run one run spec (an attempt.toml a search wrote) in DIR; print its report as JSON and
+    /// write it to DIR/attempt-report.json
     RunAttempt {
         #[arg(long, value_name = "FILE")]
         spec: PathBuf,

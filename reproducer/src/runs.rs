@@ -11,6 +11,7 @@ use reproducer::model::plan::FaultPlan;
 use reproducer::model::scenario::Scenario;
 use reproducer::model::schedule::Schedule;
 use reproducer::report;
+use reproducer::search::engine::{Engine, REPORT_FILE};
 use reproducer::search::{Outcome, Progress, Search, SearchConfig};
 use reproducer::testbed::executor::{run, RunOptions, RunReport};
 use reproducer::testbed::netbed;
@@ -39,7 +40,10 @@ pub(crate) fn main(command: Command) -> Result<bool> {
         } => replay_cmd(&scenario, &schedule, runs, target_rate, keep),
         Command::RunAttempt { spec, dir } => {
             let report = RunSpec::load(&spec)?.run(&spec, &dir)?;
-            println!("{}", serde_json::to_string(&report)?);
+            let json = serde_json::to_string(&report)?;
+            // where a search on another host reads it back (search::engine)
+            write_shared(&dir.join(REPORT_FILE), json.as_bytes())?;
+            println!("{json}");
             Ok(true)
         }
         Command::Reproduce {
@@ -52,6 +56,7 @@ pub(crate) fn main(command: Command) -> Result<bool> {
             out,
             keep_bytes,
             jobs,
+            runner,
         } => reproduce_cmd(ReproduceArgs {
             scenario,
             traces,
@@ -62,6 +67,7 @@ pub(crate) fn main(command: Command) -> Result<bool> {
             out,
             keep_bytes,
             jobs,
+            runner,
         }),
         Command::Profile {
             scenario,
@@ -208,6 +214,7 @@ struct ReproduceArgs {
     out: PathBuf,
     keep_bytes: u64,
     jobs: Option<usize>,
+    runner: Engine,
 }
 
 /// `--jobs`, or half the cores (at least 1); 1 when the scenario's runs cannot go side by
@@ -228,7 +235,7 @@ fn jobs_for(sc: &Scenario, asked: Option<usize>) -> Result<usize> {
     Ok(jobs)
 }
 
-fn reproduce_cmd(a: ReproduceArgs) -> Result<bool> {
+fn reproduce_cmd(mut a: ReproduceArgs) -> Result<bool> {
     if !(0.0..=1.0).contains(&a.target_rate) || a.target_rate == 0.0 || a.max_runs == 0 {
         bail!("--target-rate must be in (0, 1] and --max-runs positive");
     }
@@ -244,6 +251,16 @@ fn reproduce_cmd(a: ReproduceArgs) -> Result<bool> {
     note_missing_contexts(&mut d, &timeline, &sc, a.profile.as_deref())?;
     eprint!("{}", diagnose::render(&d, Some(&sc)));
     std::fs::create_dir_all(&a.out).map_err(|e| anyhow::anyhow!("--out {}: {e}", a.out.display()))?;
+    if !a.runner.is_local() {
+        // the runs' specs and directories are named by their paths on the engine's nodes
+        a.out =
+            std::fs::canonicalize(&a.out).map_err(|e| anyhow::anyhow!("--out {}: {e}", a.out.display()))?;
+        eprintln!(
+            "reproducer: attempts run on {}, up to {jobs} at once, their specs and run directories in {} (every node must see it at that path)",
+            a.runner,
+            a.out.display()
+        );
+    }
     write_shared(&a.out.join("diagnosis.json"), &serde_json::to_vec_pretty(&d)?)?;
     let cfg = SearchConfig {
         target_rate: a.target_rate,
@@ -256,7 +273,7 @@ fn reproduce_cmd(a: ReproduceArgs) -> Result<bool> {
     // the runs' specs name the scenario file; a relative name would not survive a job
     // runner's other working directory
     let scenario_file = std::fs::canonicalize(&a.scenario).unwrap_or_else(|_| a.scenario.clone());
-    let runner = TestbedRunner::new(&sc, &scenario_file, &timeline.functions);
+    let runner = TestbedRunner::new(&sc, &scenario_file, &timeline.functions).on(a.runner.clone());
     let result = Search::new(&sc, &d, cfg, &runner, &Stderr)?.run()?;
     if let Some(text) = report::schedule_text(&sc, &result) {
         write_shared(&a.out.join("schedule.toml"), text.as_bytes())?;

@@ -51,6 +51,7 @@ mod batch;
 pub mod confirm;
 pub mod coverage;
 mod draft;
+pub mod engine;
 mod evaluate;
 mod levels;
 mod minimize;

@@ -232,7 +232,7 @@ impl Progress for Lines {
 }
 
 fn search_with_progress(
-    fake: &Fake,
+    fake: &dyn Runner,
     d: &Diagnosis,
     max_runs: u32,
     jobs: usize,
@@ -859,6 +859,61 @@ fn comparable(r: &SearchResult, out: &Path) -> String {
     )
 }
 
+/// The fake's answers through a batch engine (`--runner COMMAND`), as a real search's runs
+/// go: each run's answer is its spec in its directory, and a job (`sh`, here) turns the spec
+/// into the run's report there, read back by the engine as `run-attempt`'s is.
+struct ThroughEngine<'a> {
+    fake: &'a Fake,
+    engine: engine::Engine,
+    /// jobs going on now, and the most at once
+    in_flight: AtomicU32,
+    max_in_flight: AtomicU32,
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Answer {
+    bug: bool,
+    fired: Vec<bool>,
+    matched: Vec<u32>,
+    functions: Vec<Vec<String>>,
+    not_started: Option<String>,
+}
+
+impl Runner for ThroughEngine<'_> {
+    fn run(&self, plan: &FaultPlan, dir: &Path) -> Result<Feedback> {
+        let f = self.fake.run(plan, dir)?;
+        let answer = Answer {
+            bug: f.bug,
+            fired: f.fired,
+            matched: f.matched,
+            functions: f.functions,
+            not_started: f.not_started,
+        };
+        let spec = dir.join("answer.json");
+        std::fs::write(&spec, serde_json::to_vec(&answer)?)?;
+        let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        self.max_in_flight.fetch_max(now, Ordering::SeqCst);
+        let report = self.engine.run_attempt::<Answer>(&spec, dir);
+        self.in_flight.fetch_sub(1, Ordering::SeqCst);
+        let a = report?;
+        Ok(Feedback {
+            bug: a.bug,
+            fired: a.fired,
+            matched: a.matched,
+            functions: a.functions,
+            not_started: a.not_started,
+        })
+    }
+
+    fn interrupted(&self) -> bool {
+        self.fake.interrupted()
+    }
+
+    fn injection_sites(&self, binary: &Path, symbol: &str) -> Result<Vec<Site>> {
+        self.fake.injection_sites(binary, symbol)
+    }
+}
+
 #[test]
 fn one_job_and_three_jobs_find_the_same_schedule_the_same_way() {
     // a crash of db1 after f, and three syscall candidates of db2; the bug: the 5th fsync
@@ -894,10 +949,28 @@ fn one_job_and_three_jobs_find_the_same_schedule_the_same_way() {
         f.bug_by_index = Some(bug);
         f
     };
-    let (one, three) = (fake(Box::new(bug)), fake(Box::new(bug)));
+    let (one, three, queued) = (fake(Box::new(bug)), fake(Box::new(bug)), fake(Box::new(bug)));
     let (r1, out1) = search_jobs(&one, &d, 300, 1);
     let (r3, out3) = search_jobs(&three, &d, 300, 3);
-    let (r1, r3) = (r1.unwrap(), r3.unwrap());
+    // the same search with its runs as jobs of an engine, three in the queue at once
+    let through_engine = ThroughEngine {
+        fake: &queued,
+        engine: "sh -c 'sleep 0.02; cp \"$0\" \"$1/attempt-report.json\"' {spec} {dir}"
+            .parse()
+            .unwrap(),
+        in_flight: AtomicU32::new(0),
+        max_in_flight: AtomicU32::new(0),
+    };
+    let (re, oute) = search_with_progress(&through_engine, &d, 300, 3, &Lines::default());
+    let (r1, r3, re) = (r1.unwrap(), r3.unwrap(), re.unwrap());
+    assert_eq!(comparable(&r1, out1.path()), comparable(&re, oute.path()));
+    assert!(through_engine.max_in_flight.load(Ordering::SeqCst) > 1);
+    assert_eq!(re.surplus_runs, r3.surplus_runs);
+    assert!(oute
+        .path()
+        .join("attempts/001")
+        .join(engine::REPORT_FILE)
+        .is_file());
     assert_eq!(r1.outcome, Outcome::Reproduced);
     assert_eq!(r1.level, 3, "{}", comparable(&r1, out1.path()));
     assert!(

@@ -1,5 +1,6 @@
-//! The search's `Runner` on the local testbed: each run a `reproducer run-attempt` process
-//! on its spec file, its trace read back and mapped to nodes for the search's feedback.
+//! The search's `Runner` on the testbed: each run a `reproducer run-attempt` on its spec
+//! file, a process here or a job of a batch engine (`search::engine`), its trace read back
+//! and mapped to nodes for the search's feedback.
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
@@ -10,9 +11,10 @@ use crate::model::local_spec;
 use crate::model::plan::FaultPlan;
 use crate::model::scenario::Scenario;
 use crate::model::schedule::Schedule;
+use crate::search::engine::Engine;
 use crate::search::runner::{Feedback, Runner};
 use crate::testbed::executor::RunReport;
-use crate::testbed::spec::{self, RunSpec, SpecOptions, TraceFunction};
+use crate::testbed::spec::{RunSpec, SpecOptions, TraceFunction};
 
 /// Runs plans on the local testbed, tracing the functions production traced.
 pub struct TestbedRunner<'a> {
@@ -20,6 +22,8 @@ pub struct TestbedRunner<'a> {
     /// where the scenario was read from, for the run specs
     scenario_file: PathBuf,
     trace_functions: Vec<(usize, String)>,
+    /// where each run happens
+    engine: Engine,
 }
 
 impl<'a> TestbedRunner<'a> {
@@ -41,7 +45,14 @@ impl<'a> TestbedRunner<'a> {
             scenario,
             scenario_file: scenario_file.to_path_buf(),
             trace_functions,
+            engine: Engine::Local,
         }
+    }
+
+    /// Runs each run on `engine` rather than in a process here.
+    pub fn on(mut self, engine: Engine) -> Self {
+        self.engine = engine;
+        self
     }
 
     fn feedback(&self, r: &RunReport) -> Result<Feedback> {
@@ -75,7 +86,8 @@ impl<'a> TestbedRunner<'a> {
 }
 
 impl Runner for TestbedRunner<'_> {
-    /// Writes the run's spec into `dir` and runs it in a process of its own.
+    /// Writes the run's spec into `dir` and runs it in a process of its own, here or on the
+    /// engine.
     fn run(&self, plan: &FaultPlan, dir: &Path) -> Result<Feedback> {
         let spec = RunSpec {
             scenario_file: self.scenario_file.display().to_string(),
@@ -98,7 +110,7 @@ impl Runner for TestbedRunner<'_> {
             },
         };
         let path = spec.write(dir)?;
-        let report = spec::run_in_child(&path, dir)?;
+        let report: RunReport = self.engine.run_attempt(&path, dir)?;
         self.feedback(&report)
     }
 }

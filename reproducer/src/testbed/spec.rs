@@ -1,14 +1,12 @@
 //! One run's whole input as a file, `attempt.toml` in the run's directory: a copy of the
 //! scenario, the schedule and the run options. It is what a search hands to a run: `reproducer
 //! run-attempt --spec FILE --dir DIR` runs it in a process of its own and prints the run's
-//! report (JSON) on stdout. A process per run is what lets runs go side by side: what the
+//! report (JSON) on stdout and into DIR (`search::engine::REPORT_FILE`, where whoever
+//! started it reads it back). A process per run is what lets runs go side by side: what the
 //! test bed keeps per process (the subreaper role and the final sweep of every descendant,
-//! the interrupt flag) then belongs to one run. The same file is the unit a job runner on
-//! another host would take.
-use std::io::{Read, Seek};
+//! the interrupt flag) then belongs to one run. The same file is what a batch engine's job
+//! runs on another host (`reproduce --runner`).
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
@@ -18,6 +16,7 @@ use super::executor::{self, RunOptions, RunReport};
 use crate::model::plan::FaultPlan;
 use crate::model::scenario::Scenario;
 use crate::model::schedule::{Origin, Schedule};
+use crate::search::engine::Engine;
 
 /// The spec's name in a run's directory.
 pub const SPEC_FILE: &str = "attempt.toml";
@@ -144,57 +143,11 @@ impl RunSpec {
 }
 
 /// Runs the spec at `spec` in a child process (`reproducer run-attempt`, this executable),
-/// its run directory under `dir`. Ctrl-C reaches the child from the terminal; a SIGTERM to
-/// this process is passed on. What the child said on stderr besides its error is shown.
+/// its run directory under `dir`; its report is read back from `dir` (see
+/// `search::engine`). Ctrl-C reaches the child from the terminal; a SIGTERM to this process
+/// is passed on. What the child said on stderr besides its error is shown.
 pub fn run_in_child(spec: &Path, dir: &Path) -> Result<RunReport> {
-    crate::interrupt::install()?;
-    let exe = std::env::current_exe().context("this program's path")?;
-    let mut stdout = tempfile::tempfile().context("a file for the run's report")?;
-    let mut stderr = tempfile::tempfile().context("a file for the run's messages")?;
-    let mut child = Command::new(&exe)
-        .arg("run-attempt")
-        .arg("--spec")
-        .arg(spec)
-        .arg("--dir")
-        .arg(dir)
-        .stdin(Stdio::null())
-        .stdout(stdout.try_clone()?)
-        .stderr(stderr.try_clone()?)
-        .spawn()
-        .with_context(|| format!("starting {} run-attempt", exe.display()))?;
-    let mut passed_on = false;
-    let status = loop {
-        if let Some(status) = child.try_wait()? {
-            break status;
-        }
-        if crate::interrupt::requested() && !passed_on {
-            // SAFETY: kill(2) of our own child; it tears its run down and exits
-            unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-            passed_on = true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let mut messages = String::new();
-    stderr.rewind()?;
-    stderr.read_to_string(&mut messages)?;
-    let error_prefix = "reproducer: error: ";
-    let error = messages
-        .lines()
-        .find_map(|l| l.strip_prefix(error_prefix))
-        .map(String::from);
-    for line in messages.lines().filter(|l| !l.starts_with(error_prefix)) {
-        eprintln!("    {line}");
-    }
-    if !status.success() {
-        bail!(
-            "{}",
-            error.unwrap_or_else(|| format!("run-attempt {} ended with {status}", spec.display()))
-        );
-    }
-    let mut json = String::new();
-    stdout.rewind()?;
-    stdout.read_to_string(&mut json)?;
-    serde_json::from_str(&json).with_context(|| format!("the report of run-attempt {}", spec.display()))
+    Engine::Local.run_attempt(spec, dir)
 }
 
 #[cfg(test)]
