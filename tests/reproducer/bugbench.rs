@@ -251,4 +251,39 @@ fn journal_gap_two_hosts() {
         cause.contains("primary@host-a: write failed with ENOSPC"),
         "the first candidate is host-a's failed write: {cause}\n{report}"
     );
+    let chain = chain_rows(&report);
+    assert_eq!(
+        chain.iter().map(|(node, event, _)| (node.as_str(), event.as_str())).collect::<Vec<_>>(),
+        vec![
+            ("primary", "write failed with ENOSPC on */journal (the fault)"),
+            ("replica", "exited with code 1"),
+            ("primary", "sendto failed with EPIPE (peer replica)"),
+        ],
+        "the chain from the primary's failed write to the replica's exit:\n{report}"
+    );
+    for (node, event, production) in &chain {
+        assert!(
+            production == "0" || production.starts_with('+'),
+            "{node} {event}: production's dump shows it after its fault ({production})\n{report}"
+        );
+    }
+}
+
+/// The rows of report.md's "How the fault led to the failure" table: node, event, and the
+/// time after production's fault.
+fn chain_rows(report: &str) -> Vec<(String, String, String)> {
+    let section = report
+        .split("## How the fault led to the failure")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no chain section in the report:\n{report}"));
+    section
+        .lines()
+        .take_while(|l| !l.starts_with("## "))
+        .filter(|l| l.starts_with("| ") && !l.starts_with("| #"))
+        .map(|l| {
+            let cells: Vec<&str> = l.split('|').map(str::trim).collect();
+            // "", #, node, event, after, reproduced, without, production, ""
+            (cells[2].to_string(), cells[3].to_string(), cells[7].to_string())
+        })
+        .collect()
 }

@@ -192,6 +192,9 @@ pub struct Search<'a> {
     /// attempts whose runs are kept whatever their age
     best_attempt: Option<u32>,
     first_bug_attempt: Option<u32>,
+    /// the fault-free check's attempt: a run without the bug that the causal chain
+    /// compares with (kept within the byte budget)
+    fault_free_attempt: Option<u32>,
 }
 
 impl<'a> Search<'a> {
@@ -226,6 +229,7 @@ impl<'a> Search<'a> {
             interrupted: false,
             best_attempt: None,
             first_bug_attempt: None,
+            fault_free_attempt: None,
         })
     }
 
@@ -280,7 +284,7 @@ impl<'a> Search<'a> {
         let (attempts, pruned) = self.log.finish(self.progress)?;
         if !pruned.attempts.is_empty() {
             self.progress.line(&format!(
-                "run directories of {} attempts removed ({:.1} MB) to bound the disk; kept: the best, the first bug, the last {}, within --keep-bytes {keep_bytes}",
+                "run directories of {} attempts removed ({:.1} MB) to bound the disk; kept: the best, the first bug, the fault-free check, the last {}, within --keep-bytes {keep_bytes}",
                 pruned.attempts.len(),
                 pruned.bytes as f64 / 1e6,
                 retention::KEEP_LAST,

@@ -27,7 +27,7 @@ mod runs;
 mod tests;
 
 pub use render::{section, TITLE};
-pub use runs::{fault_free_of, load_runs, production_events, write_timelines};
+pub use runs::{fault_free_of, load_runs, of_search, production_events, write_timelines};
 
 /// Most links shown after the fault.
 pub const MAX_LINKS: usize = 12;

@@ -247,3 +247,18 @@ pub fn write_timelines(flows: &[(PathBuf, Vec<usize>)]) -> Vec<String> {
     }
     problems
 }
+
+/// The chain of a search's accepted schedule (`accepted`: its `schedule.toml` text) from the
+/// runs kept under `out`, the profile and production's timeline.
+pub fn of_search(
+    out: &Path,
+    accepted: &str,
+    scenario: &Scenario,
+    timeline: &Timeline,
+    profile: Option<&Profile>,
+) -> Option<super::Chain> {
+    let runs = load_runs(out, accepted, scenario);
+    let peers = crate::analysis::diagnose::peer_map(timeline, scenario);
+    let production = production_events(timeline, scenario, &peers);
+    super::build(&runs, &fault_free_of(profile, scenario), &production)
+}

@@ -32,6 +32,7 @@ mod syscalls;
 #[cfg(test)]
 mod tests;
 
+pub use network::peer_map;
 pub use render::render;
 
 #[derive(Clone, Debug, PartialEq, Serialize)]

@@ -176,7 +176,7 @@ impl Builder<'_> {
 
 /// Production's addresses of the nodes: each connection's local end is its process's node's,
 /// and so are the addresses of a host whose dump holds one node only.
-pub(super) fn peer_map(timeline: &Timeline, scenario: &Scenario) -> PeerMap {
+pub fn peer_map(timeline: &Timeline, scenario: &Scenario) -> PeerMap {
     let owned = timeline
         .events
         .iter()
