@@ -314,7 +314,7 @@ fn causal_chain(
         return Ok(None);
     };
     let profile = profile_file.map(profile::load).transpose()?;
-    let found = chain::of_search(out, &schedule.to_toml(), sc, timeline, profile.as_ref());
+    let found = chain::of_search(out, schedule, sc, timeline, profile.as_ref());
     for problem in found.iter().flat_map(|c| chain::write_timelines(&c.flows)) {
         eprintln!("    no chain arrows: {problem}");
     }

@@ -830,7 +830,8 @@ mod tests {
         let mut buf = Vec::new();
         failure.encode(&mut buf).unwrap();
         let key = (47 << 3) | 1; // field 47, wire type fixed64
-        assert!(buf.windows(2).any(|w| w == [(key & 0x7f) as u8 | 0x80, (key >> 7) as u8]));
+        assert!(buf
+            .windows(2)
+            .any(|w| w == [(key & 0x7f) as u8 | 0x80, (key >> 7) as u8]));
     }
 }
-

@@ -130,7 +130,9 @@ pub fn signature(scenario: &Scenario, node: usize, e: &Event, peer_of: PeerOf) -
             symbol: h.function.clone().unwrap_or_else(|| "?".into()),
         },
         What::NetworkGap(g) => Sign::Gap {
-            peer: g.peer.map(|p| peer_of(p).map_or_else(|| p.ip().to_string(), |n| scenario.nodes[n].name.clone())),
+            peer: g
+                .peer
+                .map(|p| peer_of(p).map_or_else(|| p.ip().to_string(), |n| scenario.nodes[n].name.clone())),
             port: match (g.local, g.peer) {
                 (Some(a), Some(b)) => super::profile::service_port(a, b),
                 _ => 0,
@@ -251,7 +253,10 @@ pub fn build(runs: &[TracedRun], fault_free: &FaultFree, production: &[RunEvent]
     for r in &reproduced {
         *anchors.entry(&r.events[r.anchor?].sig).or_default() += 1;
     }
-    let fault_sig = anchors.iter().max_by_key(|(_, n)| **n).map(|(s, _)| (*s).clone())?;
+    let fault_sig = anchors
+        .iter()
+        .max_by_key(|(_, n)| **n)
+        .map(|(s, _)| (*s).clone())?;
     let prod_anchor = production.iter().find(|e| e.sig == fault_sig).map(|e| e.at_ns);
     let prod_after = |sig: &Signature| {
         let from = prod_anchor?;
@@ -262,7 +267,10 @@ pub fn build(runs: &[TracedRun], fault_free: &FaultFree, production: &[RunEvent]
         fault: true,
         after_ns: 0,
         in_reproduced: rep,
-        in_other: others.iter().filter(|r| r.events.iter().any(|e| e.sig == fault_sig)).count() as u32,
+        in_other: others
+            .iter()
+            .filter(|r| r.events.iter().any(|e| e.sig == fault_sig))
+            .count() as u32,
         in_fault_free: (fault_free.seen_in)(&fault_sig),
         production_after_ns: prod_anchor.map(|_| 0),
     }];
@@ -272,7 +280,10 @@ pub fn build(runs: &[TracedRun], fault_free: &FaultFree, production: &[RunEvent]
         if sig == fault_sig || (seen.len() as u32) * 2 < rep {
             continue;
         }
-        let in_other = others.iter().filter(|r| r.events.iter().any(|e| e.sig == sig)).count() as u32;
+        let in_other = others
+            .iter()
+            .filter(|r| r.events.iter().any(|e| e.sig == sig))
+            .count() as u32;
         let in_fault_free = (fault_free.seen_in)(&sig);
         // at most a quarter as frequent where the bug did not happen
         let without = (oth + fault_free.runs).max(1) as u64;
@@ -331,7 +342,10 @@ fn flows(
                 .flat_map(|(_, seen)| seen.iter().filter(|(rr, _)| *rr == r).map(|(_, i)| *i)),
         );
         at.sort_unstable();
-        out.push((timeline.clone(), at.iter().map(|&i| run.events[i].index).collect()));
+        out.push((
+            timeline.clone(),
+            at.iter().map(|&i| run.events[i].index).collect(),
+        ));
     }
     out
 }

@@ -57,7 +57,8 @@ pub fn section(out: &mut String, chain: Option<&Chain>, scenario: &Scenario) {
     }
     let nodes: std::collections::BTreeSet<usize> = c.links.iter().map(|l| l.sig.node).collect();
     let in_production = c.links.iter().filter(|l| l.production_after_ns.is_some()).count();
-    let _ = writeln!(
+    let _ =
+        writeln!(
         out,
         "\n{} links across {} node(s); production's dump shows {in_production} of them after its fault{}.",
         c.links.len(),
@@ -70,7 +71,11 @@ pub fn section(out: &mut String, chain: Option<&Chain>, scenario: &Scenario) {
             .iter()
             .map(|s| format!("{} {}", scenario.nodes[s.node].name, s.sign))
             .collect();
-        let _ = writeln!(out, "Left out as coincidental (as frequent without the bug): {}.", names.join("; "));
+        let _ = writeln!(
+            out,
+            "Left out as coincidental (as frequent without the bug): {}.",
+            names.join("; ")
+        );
     }
     if !c.flows.is_empty() {
         let _ = writeln!(out, "The timelines of the reproduced runs (`trace/trace.perfetto`) draw the chain as flow arrows from event to event.");

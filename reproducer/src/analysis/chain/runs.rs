@@ -15,6 +15,7 @@ use crate::analysis::nodemap::{NodeMap, PeerMap};
 use crate::analysis::profile::Profile;
 use crate::analysis::timeline::Timeline;
 use crate::model::scenario::Scenario;
+use crate::model::schedule::{Action, Fault, Schedule};
 
 /// The file of a run's Perfetto timeline, in its trace directory.
 const TIMELINE_FILE: &str = "trace.perfetto";
@@ -34,31 +35,35 @@ struct RunFile {
 #[derive(Deserialize)]
 struct FiredFile {
     fault: usize,
-    kind: String,
     node: String,
     pid: u32,
     tid: u32,
 }
 
-/// The kept runs under `out` (a search's output directory): the runs of `accepted` (its
-/// `schedule.toml` text) where the bug happened, and every run where it did not. Runs that
-/// did not start or whose trace cannot be read are left out.
-pub fn load_runs(out: &Path, accepted: &str, scenario: &Scenario) -> Vec<TracedRun> {
+/// The kept runs under `out` (a search's output directory): the runs of `accepted` where
+/// the bug happened, and every run where it did not. Runs that did not start or whose trace
+/// cannot be read are left out.
+pub fn load_runs(out: &Path, accepted: &Schedule, scenario: &Scenario) -> Vec<TracedRun> {
+    let text = accepted.to_toml();
     let mut tops: Vec<PathBuf> = std::fs::read_dir(out.join("attempts"))
         .map(|it| it.flatten().map(|e| e.path()).collect())
         .unwrap_or_default();
-    tops.retain(|p| p.file_name().is_some_and(|n| !n.to_string_lossy().starts_with("ahead-")));
+    tops.retain(|p| {
+        p.file_name()
+            .is_some_and(|n| !n.to_string_lossy().starts_with("ahead-"))
+    });
     tops.sort();
     tops.push(out.join("replay"));
     let mut runs = Vec::new();
     for top in tops {
-        let same = std::fs::read_to_string(top.join("schedule.toml")).is_ok_and(|s| s == accepted);
+        let same = std::fs::read_to_string(top.join("schedule.toml")).is_ok_and(|s| s == text);
+        let schedule = same.then_some(accepted);
         let mut dirs = Vec::new();
         run_dirs(&top, 0, &mut dirs);
         dirs.sort();
         for dir in dirs {
             let label = dir.strip_prefix(out).unwrap_or(&dir).display().to_string();
-            match read_run(&dir, label, scenario) {
+            match read_run(&dir, label, scenario, schedule) {
                 Ok(Some(run)) if !run.bug || same => runs.push(run),
                 _ => {}
             }
@@ -86,10 +91,17 @@ fn run_dirs(dir: &Path, depth: u32, out: &mut Vec<PathBuf>) {
     }
 }
 
-fn read_run(dir: &Path, label: String, scenario: &Scenario) -> Result<Option<TracedRun>> {
+/// A run's events; with its `schedule`, where its first fault is.
+fn read_run(
+    dir: &Path,
+    label: String,
+    scenario: &Scenario,
+    schedule: Option<&Schedule>,
+) -> Result<Option<TracedRun>> {
     let file = dir.join("run.json");
     let text = std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?;
-    let run: RunFile = serde_json::from_slice(&text).with_context(|| format!("parsing {}", file.display()))?;
+    let run: RunFile =
+        serde_json::from_slice(&text).with_context(|| format!("parsing {}", file.display()))?;
     if run.not_started.is_some() {
         return Ok(None);
     }
@@ -118,14 +130,19 @@ fn read_run(dir: &Path, label: String, scenario: &Scenario) -> Result<Option<Tra
         .map(|d| NodeMap::build_for(scenario, &d.meta, &launched))
         .collect();
     let peer_of = |a: std::net::SocketAddr| scenario.node_at(a.ip());
-    let first = run.fired.iter().min_by_key(|f| f.fault);
+    let first = run.fired.iter().min_by_key(|f| f.fault).and_then(|f| {
+        let fault = schedule?.faults.get(f.fault.checked_sub(1)?)?;
+        Some((f, fault))
+    });
     let mut events = Vec::new();
     let mut anchor = None;
     for (index, m) in merged.events.iter().enumerate() {
         let Some(node) = maps[m.dump].node(m.event.pid) else {
             continue;
         };
-        if anchor.is_none() && first.is_some_and(|f| is_fault_event(f, scenario, node, &m.event)) {
+        if anchor.is_none()
+            && first.is_some_and(|(f, fault)| is_fault_event(f, fault, scenario, node, &m.event))
+        {
             anchor = Some(events.len());
         }
         events.push(RunEvent {
@@ -144,17 +161,38 @@ fn read_run(dir: &Path, label: String, scenario: &Scenario) -> Result<Option<Tra
     }))
 }
 
-/// Whether `e` (of `node`) is the event of the injected fault `f`: the failed (or short)
-/// call of its thread, the kill or pause of its process, a silence of its node.
-fn is_fault_event(f: &FiredFile, scenario: &Scenario, node: usize, e: &tracedump::event::Event) -> bool {
+/// Whether `e` (of `node`) is the event of the injected `fault` as it fired (`f`): the
+/// failed (or short) call of its syscall in its thread, the kill or pause of its process, a
+/// silence of its node.
+fn is_fault_event(
+    f: &FiredFile,
+    fault: &Fault,
+    scenario: &Scenario,
+    node: usize,
+    e: &tracedump::event::Event,
+) -> bool {
     if scenario.node_index(&f.node) != Some(node) {
         return false;
     }
-    match (f.kind.as_str(), &e.what) {
-        ("syscall", What::SyscallFailure(_) | What::ShortIo(_)) => e.tid == f.tid,
-        ("crash", What::ProcessState(p)) => e.pid == f.pid && matches!(p.state, State::Killed { .. }),
-        ("pause", What::ProcessState(p)) => e.pid == f.pid && matches!(p.state, State::Paused { .. }),
-        ("partition", What::NetworkGap(_)) => true,
+    match (&fault.action, &e.what) {
+        (Action::Syscall { syscall, errno, .. }, What::SyscallFailure(s)) => {
+            e.tid == f.tid && s.syscall == *syscall && (errno.is_none() || s.errno == *errno)
+        }
+        (
+            Action::Syscall {
+                syscall,
+                short: Some(_),
+                ..
+            },
+            What::ShortIo(s),
+        ) => e.tid == f.tid && s.syscall == *syscall,
+        (Action::Crash { .. }, What::ProcessState(p)) => {
+            e.pid == f.pid && matches!(p.state, State::Killed { .. })
+        }
+        (Action::Pause { .. }, What::ProcessState(p)) => {
+            e.pid == f.pid && matches!(p.state, State::Paused { .. })
+        }
+        (Action::Partition { .. }, What::NetworkGap(_)) => true,
         _ => false,
     }
 }
@@ -192,10 +230,7 @@ pub fn fault_free_of<'a>(profile: Option<&'a Profile>, scenario: &'a Scenario) -
         let node = scenario.nodes[sig.node].name.as_str();
         match &sig.sign {
             Sign::Failure {
-                syscall,
-                errno,
-                path,
-                ..
+                syscall, errno, path, ..
             } => p
                 .failures
                 .iter()
@@ -205,7 +240,9 @@ pub fn fault_free_of<'a>(profile: Option<&'a Profile>, scenario: &'a Scenario) -
             Sign::Function { symbol } => p
                 .functions
                 .iter()
-                .filter(|f| f.symbol == *symbol && (f.node == node || f.shared_with.iter().any(|s| s == node)))
+                .filter(|f| {
+                    f.symbol == *symbol && (f.node == node || f.shared_with.iter().any(|s| s == node))
+                })
                 .map(|f| runs_with(&f.per_run))
                 .max(),
             Sign::Gap { peer, port } => p
@@ -229,7 +266,9 @@ pub fn fault_free_of<'a>(profile: Option<&'a Profile>, scenario: &'a Scenario) -
 pub fn write_timelines(flows: &[(PathBuf, Vec<usize>)]) -> Vec<String> {
     let mut problems = Vec::new();
     for (timeline, chain) in flows {
-        let Some(trace_dir) = timeline.parent() else { continue };
+        let Some(trace_dir) = timeline.parent() else {
+            continue;
+        };
         let mut dumps: Vec<PathBuf> = std::fs::read_dir(trace_dir)
             .map(|it| {
                 it.flatten()
@@ -248,11 +287,11 @@ pub fn write_timelines(flows: &[(PathBuf, Vec<usize>)]) -> Vec<String> {
     problems
 }
 
-/// The chain of a search's accepted schedule (`accepted`: its `schedule.toml` text) from the
+/// The chain of a search's accepted schedule from the
 /// runs kept under `out`, the profile and production's timeline.
 pub fn of_search(
     out: &Path,
-    accepted: &str,
+    accepted: &Schedule,
     scenario: &Scenario,
     timeline: &Timeline,
     profile: Option<&Profile>,

@@ -31,7 +31,9 @@ fn fault() -> Signature {
 fn function(node: usize, symbol: &str) -> Signature {
     Signature {
         node,
-        sign: Sign::Function { symbol: symbol.into() },
+        sign: Sign::Function {
+            symbol: symbol.into(),
+        },
     }
 }
 fn exited(node: usize, code: i32) -> Signature {
@@ -86,7 +88,10 @@ fn runs() -> Vec<TracedRun> {
         reproduced(0),
         reproduced(2),
         reproduced(1),
-        run(false, &[(0, function(0, "main")), (5, fault()), (7, coincidence())]),
+        run(
+            false,
+            &[(0, function(0, "main")), (5, fault()), (7, coincidence())],
+        ),
         run(false, &[(0, function(0, "main")), (9, coincidence())]),
     ]
 }
@@ -114,7 +119,15 @@ fn a_chain_across_three_nodes_in_time_order() {
     let links: Vec<(&Signature, u64, u32, u32, u32)> = c
         .links
         .iter()
-        .map(|l| (&l.sig, l.after_ns / MS, l.in_reproduced, l.in_other, l.in_fault_free))
+        .map(|l| {
+            (
+                &l.sig,
+                l.after_ns / MS,
+                l.in_reproduced,
+                l.in_other,
+                l.in_fault_free,
+            )
+        })
         .collect();
     assert_eq!(
         links,
@@ -159,16 +172,40 @@ fn production_shows_the_links_it_has_after_its_own_fault() {
         (103, function(1, "apply_gap")),
     ]);
     let c = build(&runs(), &no_profile(), &prod).unwrap();
-    let prod: Vec<Option<u64>> = c.links.iter().map(|l| l.production_after_ns.map(|n| n / MS)).collect();
-    assert_eq!(prod, vec![Some(0), Some(3), None], "c's exit is not in production's dump");
+    let prod: Vec<Option<u64>> = c
+        .links
+        .iter()
+        .map(|l| l.production_after_ns.map(|n| n / MS))
+        .collect();
+    assert_eq!(
+        prod,
+        vec![Some(0), Some(3), None],
+        "c's exit is not in production's dump"
+    );
     assert!(c.production_fault);
     let mut text = String::new();
     section(&mut text, Some(&c), &scenario());
     assert!(text.starts_with(render::TITLE), "{text}");
-    assert!(text.contains("| 0 | a | write failed with ENOSPC on */journal (the fault) | 0 | 3/3 | 1/2 · 0/3 | 0 |"), "{text}");
-    assert!(text.contains("| 2 | c | exited with code 1 | +26.0 ms | 3/3 | 0/2 · 0/3 | not seen |"), "{text}");
-    assert!(text.contains("3 links across 3 node(s); production's dump shows 2 of them"), "{text}");
-    assert!(text.contains("Left out as coincidental (as frequent without the bug): b openat failed with ENOENT on */cache"), "{text}");
+    assert!(
+        text.contains(
+            "| 0 | a | write failed with ENOSPC on */journal (the fault) | 0 | 3/3 | 1/2 · 0/3 | 0 |"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("| 2 | c | exited with code 1 | +26.0 ms | 3/3 | 0/2 · 0/3 | not seen |"),
+        "{text}"
+    );
+    assert!(
+        text.contains("3 links across 3 node(s); production's dump shows 2 of them"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "Left out as coincidental (as frequent without the bug): b openat failed with ENOENT on */cache"
+        ),
+        "{text}"
+    );
 
     // a dump without the fault's event: no production times at all
     let c = build(&runs(), &no_profile(), &production(&[(5, exited(2, 1))])).unwrap();
@@ -225,5 +262,8 @@ fn signatures_leave_out_pids_fds_and_raw_paths() {
         sender: None,
         ongoing: false,
     });
-    assert_eq!(signature(&sc, 2, &event(1, killed), &no_peer).sign.to_string(), "killed by SIGKILL");
+    assert_eq!(
+        signature(&sc, 2, &event(1, killed), &no_peer).sign.to_string(),
+        "killed by SIGKILL"
+    );
 }
