@@ -1,6 +1,7 @@
 //! What `reproducer reproduce` leaves behind: schedule.toml (replayable), report.md (the
-//! production timeline, the diagnosis, the faults chosen and why, every attempt, the final
-//! rate with its interval), all written atomically.
+//! production timeline, the diagnosis, the faults chosen and why, the causal chain from the
+//! fault to the failure, every attempt, the final rate with its interval), all written
+//! atomically.
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -8,6 +9,7 @@ use serde::Serialize;
 
 use tracedump::event::What;
 
+use crate::analysis::chain::{self, Chain};
 use crate::analysis::diagnose::{self, Diagnosis, FaultGuess, Verdict};
 use crate::analysis::timeline::{TimedEvent, Timeline};
 use crate::model::scenario::Scenario;
@@ -319,7 +321,7 @@ fn attempts_section(out: &mut String, result: &SearchResult, base: &Path) {
     if !result.pruned.attempts.is_empty() {
         let _ = writeln!(
             out,
-            "\nRun directories of {} attempts were removed ({:.1} MB) to bound the disk: kept are the best schedule's, the first bug's and the last {} attempts', within `--keep-bytes`.",
+            "\nRun directories of {} attempts were removed ({:.1} MB) to bound the disk: kept are the best schedule's, the first bug's, the fault-free check's and the last {} attempts', within `--keep-bytes`.",
             result.pruned.attempts.len(),
             result.pruned.bytes as f64 / 1e6,
             crate::search::retention::KEEP_LAST
@@ -352,6 +354,7 @@ pub fn render(
     d: &Diagnosis,
     result: &SearchResult,
     out_dir: &Path,
+    chain: Option<&Chain>,
 ) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "# Reproduction report: {}\n", scenario.name);
@@ -424,6 +427,9 @@ pub fn render(
             let _ = writeln!(out, "- {}", m.trim_start_matches("minimize: "));
         }
         out.push('\n');
+    }
+    if result.schedule.is_some() {
+        chain::section(&mut out, chain, scenario);
     }
     out.push_str(&crate::search::coverage::markdown(
         &result.ranking,
@@ -567,6 +573,7 @@ mod tests {
             &diagnosis(),
             &r,
             Path::new("/out"),
+            None,
         );
         for needle in [
             "# Reproduction report: kv",
@@ -581,6 +588,7 @@ mod tests {
             "| 1 | 1 | crash / pause | yes | 2/2 |",
             "| attempts/001 | [run](attempts/001/reproducer-run-a/trace/trace.perfetto) [confirm-01](attempts/001/confirm-01/reproducer-run-b/trace/trace.perfetto) |",
             "open it in the Perfetto UI",
+            "## How the fault led to the failure\n\nNo chain",
         ] {
             assert!(text.contains(needle), "{needle:?} in\n{text}");
         }
@@ -590,6 +598,7 @@ mod tests {
             &diagnosis(),
             &result(Outcome::Missed("the budget is spent".into())),
             Path::new("/out"),
+            None,
         );
         assert!(
             missed.contains("**Not reproduced at the target rate**: the budget is spent."),
@@ -630,6 +639,7 @@ mod tests {
             &diagnosis(),
             &r,
             Path::new("/out"),
+            None,
         );
         assert!(text.contains("**Reproduced** at 9/10"), "{text}");
         assert!(

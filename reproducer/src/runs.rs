@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Result};
 
+use reproducer::analysis::chain;
 use reproducer::analysis::diagnose::{self, diagnose, BaselineRates};
 use reproducer::analysis::profile;
 use reproducer::analysis::timeline::Timeline;
@@ -275,12 +276,13 @@ fn reproduce_cmd(mut a: ReproduceArgs) -> Result<bool> {
     let scenario_file = std::fs::canonicalize(&a.scenario).unwrap_or_else(|_| a.scenario.clone());
     let runner = TestbedRunner::new(&sc, &scenario_file, &timeline.functions).on(a.runner.clone());
     let result = Search::new(&sc, &d, cfg, &runner, &Stderr)?.run()?;
+    let chain = causal_chain(&sc, &timeline, &result, &a.out, a.profile.as_deref())?;
     if let Some(text) = report::schedule_text(&sc, &result) {
         write_shared(&a.out.join("schedule.toml"), text.as_bytes())?;
     }
     write_shared(
         &a.out.join("report.md"),
-        report::render(&sc, &timeline, &d, &result, &a.out).as_bytes(),
+        report::render(&sc, &timeline, &d, &result, &a.out, chain.as_ref()).as_bytes(),
     )?;
     write_shared(
         &a.out.join("result.json"),
@@ -314,6 +316,26 @@ fn reproduce_cmd(mut a: ReproduceArgs) -> Result<bool> {
         );
     }
     Ok(matches!(result.outcome, Outcome::Reproduced))
+}
+
+/// The chain from the accepted schedule's fault to the failure (none without one), and its
+/// flow arrows drawn into the timelines of the reproduced runs.
+fn causal_chain(
+    sc: &Scenario,
+    timeline: &Timeline,
+    result: &reproducer::search::SearchResult,
+    out: &Path,
+    profile_file: Option<&Path>,
+) -> Result<Option<chain::Chain>> {
+    let Some(schedule) = &result.schedule else {
+        return Ok(None);
+    };
+    let profile = profile_file.map(profile::load).transpose()?;
+    let found = chain::of_search(out, schedule, sc, timeline, profile.as_ref());
+    for problem in found.iter().flat_map(|c| chain::write_timelines(&c.flows)) {
+        eprintln!("    no chain arrows: {problem}");
+    }
+    Ok(found)
 }
 
 /// The search's progress, a line at a time on stderr.

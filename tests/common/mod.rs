@@ -485,3 +485,29 @@ pub fn run_to_end(prog: &Path, args: &[&str]) -> u32 {
     let _ = child.wait();
     pid
 }
+
+/// The Python that has Perfetto's package (scripts/test installs it), or $PERFETTO_PYTHON.
+pub fn perfetto_python() -> PathBuf {
+    let python = std::env::var_os("PERFETTO_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join("target/perfetto-venv/bin/python3"));
+    assert!(
+        python.exists(),
+        "{} is missing: scripts/test installs Perfetto's Python package (the independent decoder) there; or set PERFETTO_PYTHON",
+        python.display()
+    );
+    python
+}
+
+/// `trace` as Perfetto's schema reads it; every field must be one the schema knows.
+pub fn perfetto_decode(trace: &Path) -> serde_json::Value {
+    let script = workspace_root().join("tests/programs/perfetto_decode.py");
+    let out = run_ok(Command::new(perfetto_python()).arg(script).arg(trace));
+    let v: serde_json::Value = serde_json::from_str(&out).expect("the decoder prints JSON");
+    assert_eq!(
+        v["unknown_fields"],
+        serde_json::json!([]),
+        "every field written is in Perfetto's schema"
+    );
+    v
+}

@@ -80,6 +80,8 @@ def main(path):
                 "name": optional(e, "name"),
                 "categories": list(e.categories),
                 "args": {a.name: annotation_value(a) for a in e.debug_annotations},
+                "flow_ids": list(e.flow_ids),
+                "terminating_flow_ids": list(e.terminating_flow_ids),
             })
         else:
             out["unknown_fields"].append(f"packet {i}: data {data}")

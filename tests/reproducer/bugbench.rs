@@ -51,9 +51,9 @@ fn assert_nothing_left() {
     );
 }
 
-/// Runs `scripts/bench-repro CASE` and checks its result; returns report.md and the
-/// production dumps' file names.
-fn reproduce_case(case: &str) -> (String, Vec<String>) {
+/// Runs `scripts/bench-repro CASE` and checks its result; returns report.md, the
+/// production dumps' file names and the output directory (removed when dropped).
+fn reproduce_case(case: &str) -> (String, Vec<String>, tempfile::TempDir) {
     require_root();
     let out = tempfile::tempdir().unwrap();
     let status = Command::new(workspace_root().join("scripts/bench-repro"))
@@ -99,7 +99,7 @@ fn reproduce_case(case: &str) -> (String, Vec<String>) {
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     dumps.sort();
-    (report, dumps)
+    (report, dumps, out)
 }
 
 /// The runs of the attempts that matter stay (with `"kept": true`), the others are removed;
@@ -228,7 +228,7 @@ fn wal_disk_full() {
 #[test]
 #[ignore = "system test: needs root (loads BPF programs, creates namespaces); scripts/test runs it"]
 fn journal_gap_two_hosts() {
-    let (report, dumps) = reproduce_case("journal-gap-two-hosts");
+    let (report, dumps, out) = reproduce_case("journal-gap-two-hosts");
     assert_eq!(dumps.len(), 2, "one dump per host: {dumps:?}");
     assert!(
         dumps[0].starts_with("tracerd-host_a-") && dumps[1].starts_with("tracerd-host_b-"),
@@ -251,4 +251,85 @@ fn journal_gap_two_hosts() {
         cause.contains("primary@host-a: write failed with ENOSPC"),
         "the first candidate is host-a's failed write: {cause}\n{report}"
     );
+    let chain = chain_rows(&report);
+    assert_eq!(
+        chain
+            .iter()
+            .map(|(node, event, _)| (node.as_str(), event.as_str()))
+            .collect::<Vec<_>>(),
+        vec![
+            ("primary", "write failed with ENOSPC on */journal (the fault)"),
+            ("replica", "exited with code 1"),
+            ("primary", "sendto failed with EPIPE (peer replica)"),
+        ],
+        "the chain from the primary's failed write to the replica's exit:\n{report}"
+    );
+    check_chain_flows(&out.path().join("journal-gap-two-hosts/out"), chain.len());
+    for (node, event, production) in &chain {
+        assert!(
+            production == "0" || production.starts_with('+'),
+            "{node} {event}: production's dump shows it after its fault ({production})\n{report}"
+        );
+    }
+}
+
+/// The chain's flow arrows in a reproduced run's timeline, read with Perfetto's schema: the
+/// events they pass through, in time order, the last where they end (at most `links`).
+fn check_chain_flows(out: &std::path::Path, links: usize) {
+    let attempts: Vec<serde_json::Value> =
+        serde_json::from_slice(&std::fs::read(out.join("attempts.json")).unwrap()).unwrap();
+    let timeline = attempts
+        .iter()
+        .filter(|a| a["bug"] == true)
+        .flat_map(|a| a["timelines"].as_array().unwrap())
+        .map(|t| PathBuf::from(t.as_str().unwrap()))
+        .next()
+        .expect("a reproduced run's timeline");
+    let trace = perfetto_decode(&timeline);
+    let on_flow: Vec<(&str, bool)> = trace["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| {
+            e["flow_ids"] != serde_json::json!([]) || e["terminating_flow_ids"] != serde_json::json!([])
+        })
+        .map(|e| {
+            (
+                e["name"].as_str().unwrap_or(""),
+                e["terminating_flow_ids"] != serde_json::json!([]),
+            )
+        })
+        .collect();
+    // a run may lack a link seen in most others (the table's counts say how many)
+    assert!(
+        (2..=links).contains(&on_flow.len()),
+        "{}: {on_flow:?}",
+        timeline.display()
+    );
+    let ends: Vec<bool> = on_flow.iter().map(|(_, end)| *end).collect();
+    let mut want = vec![false; ends.len()];
+    want[ends.len() - 1] = true;
+    assert_eq!(
+        ends, want,
+        "the flow passes through every link and ends at the last: {on_flow:?}"
+    );
+}
+
+/// The rows of report.md's "How the fault led to the failure" table: node, event, and the
+/// time after production's fault.
+fn chain_rows(report: &str) -> Vec<(String, String, String)> {
+    let section = report
+        .split("## How the fault led to the failure")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no chain section in the report:\n{report}"));
+    section
+        .lines()
+        .take_while(|l| !l.starts_with("## "))
+        .filter(|l| l.starts_with("| ") && !l.starts_with("| #"))
+        .map(|l| {
+            let cells: Vec<&str> = l.split('|').map(str::trim).collect();
+            // "", #, node, event, after, reproduced, without, production, ""
+            (cells[2].to_string(), cells[3].to_string(), cells[7].to_string())
+        })
+        .collect()
 }

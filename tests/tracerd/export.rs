@@ -12,32 +12,6 @@ use serde_json::Value;
 
 use crate::common::*;
 
-/// The Python that has Perfetto's package (scripts/test installs it), or $PERFETTO_PYTHON.
-fn perfetto_python() -> PathBuf {
-    let python = std::env::var_os("PERFETTO_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace_root().join("target/perfetto-venv/bin/python3"));
-    assert!(
-        python.exists(),
-        "{} is missing: scripts/test installs Perfetto's Python package (the independent decoder) there; or set PERFETTO_PYTHON",
-        python.display()
-    );
-    python
-}
-
-/// `trace` as Perfetto's schema reads it; every field must be one the schema knows.
-fn decode(trace: &Path) -> Value {
-    let script = workspace_root().join("tests/programs/perfetto_decode.py");
-    let out = run_ok(Command::new(perfetto_python()).arg(script).arg(trace));
-    let v: Value = serde_json::from_str(&out).expect("the decoder prints JSON");
-    assert_eq!(
-        v["unknown_fields"],
-        serde_json::json!([]),
-        "every field written is in Perfetto's schema"
-    );
-    v
-}
-
 fn export(dumps: &[&Path], output: &Path) -> Output {
     Command::new(tracerd_bin())
         .args(["export", "--format", "perfetto"])
@@ -55,7 +29,7 @@ fn export_ok(dumps: &[&Path], output: &Path) -> Value {
         "tracerd export failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    decode(output)
+    perfetto_decode(output)
 }
 
 /// The tracks of a decoded trace, by uuid, and checks on their hierarchy.

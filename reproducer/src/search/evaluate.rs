@@ -133,6 +133,9 @@ impl Search<'_> {
             timelines: Vec::new(),
             surplus: Vec::new(),
         };
+        if trial.faults.is_empty() {
+            self.fault_free_attempt.get_or_insert(number);
+        }
         if fb.bug && !trial.faults.is_empty() {
             let (conf, surplus) = self.confirm(&schedule, &dir)?;
             attempt.confirmation = Some(conf);
@@ -165,12 +168,14 @@ impl Search<'_> {
         Ok(Continue(fb))
     }
 
-    /// Records an attempt; the runs of the best and of the first bug stay (see retention).
+    /// Records an attempt; the runs of the best, of the first bug and of the fault-free
+    /// check stay (see retention; the last is what the causal chain compares with).
     pub(super) fn push_attempt(&mut self, attempt: Attempt) -> Result<()> {
         let protected = self
             .best_attempt
             .iter()
             .chain(&self.first_bug_attempt)
+            .chain(&self.fault_free_attempt)
             .copied()
             .collect();
         self.log.push(attempt, &protected, self.best_attempt)

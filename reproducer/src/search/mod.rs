@@ -200,6 +200,9 @@ pub struct Search<'a> {
     share: Option<coverage::Share>,
     handover: Option<String>,
     groups: Vec<coverage::GroupStop>,
+    /// the fault-free check's attempt: a run without the bug that the causal chain
+    /// compares with (kept within the byte budget)
+    fault_free_attempt: Option<u32>,
 }
 
 impl<'a> Search<'a> {
@@ -239,6 +242,7 @@ impl<'a> Search<'a> {
             share: None,
             handover: None,
             groups: Vec::new(),
+            fault_free_attempt: None,
         })
     }
 
@@ -294,7 +298,7 @@ impl<'a> Search<'a> {
         let (attempts, pruned) = self.log.finish(self.progress)?;
         if !pruned.attempts.is_empty() {
             self.progress.line(&format!(
-                "run directories of {} attempts removed ({:.1} MB) to bound the disk; kept: the best, the first bug, the last {}, within --keep-bytes {keep_bytes}",
+                "run directories of {} attempts removed ({:.1} MB) to bound the disk; kept: the best, the first bug, the fault-free check, the last {}, within --keep-bytes {keep_bytes}",
                 pruned.attempts.len(),
                 pruned.bytes as f64 / 1e6,
                 retention::KEEP_LAST,

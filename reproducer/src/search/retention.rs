@@ -1,8 +1,9 @@
 //! Which run directories a search keeps. A real server's run directory holds its whole data
 //! directory (tens of MB), and a search makes up to `--max-runs` of them: only the runs of
 //! the attempts that matter stay — the best (and so the confirmed) schedule, the first run
-//! that showed the bug, the last few attempts — and, over a byte budget, the oldest of those
-//! go too (never the best). Each attempt's `schedule.toml` always stays.
+//! that showed the bug, the fault-free check (a run without the bug, which the causal chain
+//! compares with), the last few attempts — and, over a byte budget, the oldest of those go
+//! too (never the best). Each attempt's `schedule.toml` always stays.
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 

@@ -6,7 +6,9 @@
 //! thread's track; pauses are slices there; network gaps are slices on a track per
 //! connection under the process; each dump is an instant on its host's track. What the
 //! events say is in their debug annotations (the arguments Perfetto shows for a selected
-//! event).
+//! event). A causal chain (the reproducer's, from a fault to the failure) is drawn as flow
+//! arrows between the chain's events ([`write_with_flows`]): one flow id per chain, which
+//! passes through every event but the last and ends there.
 //!
 //! Times are wall-clock time, the clock several dumps merge on ([`crate::merge`]): packets
 //! are stamped with CLOCK_REALTIME, and one clock snapshot at the start says that the trace
@@ -14,6 +16,7 @@
 //! its dump was taken ends at that dump's time. The same event seen in two dumps of one
 //! host and boot (overlapping windows) is written once, known by its boot-time stamp; of an
 //! interval seen twice, the longer stays (the one that had ended).
+mod flows;
 mod proto;
 
 use std::collections::{HashMap, HashSet};
@@ -29,6 +32,7 @@ use crate::event::{Event, FunctionHit, NetworkGap, ProcessChange, ShortIo, State
 use crate::merge::{Merged, MergedEvent};
 use crate::process::ProcInfo;
 use crate::syscalls::signal_name;
+use flows::{flows_of, Flows};
 use proto::{
     Clock, ClockSnapshot, DebugAnnotation, ProcessDescriptor, ThreadDescriptor, TracePacket, TrackDescriptor,
     TrackEvent, CLOCK_BOOTTIME, CLOCK_REALTIME, SEQ_INCREMENTAL_STATE_CLEARED, TYPE_INSTANT,
@@ -51,7 +55,13 @@ pub struct Summary {
 /// Writes `merged` as a Perfetto trace to `path`, atomically and with the dumps' own mode
 /// (0600: it holds what they hold).
 pub fn write(merged: &Merged, path: &Path) -> Result<Summary> {
-    let (packets, summary) = packets(merged);
+    write_with_flows(merged, path, &[])
+}
+
+/// Writes `merged` like [`write`], with each of `chains` (indexes into `merged.events`, in
+/// the order the arrows go) drawn as flow arrows from event to event.
+pub fn write_with_flows(merged: &Merged, path: &Path, chains: &[Vec<usize>]) -> Result<Summary> {
+    let (packets, summary) = packets(merged, chains);
     atomic::write_with(path, atomic::PRIVATE, |w| {
         for p in &packets {
             write_packet(w, p)?;
@@ -63,7 +73,12 @@ pub fn write(merged: &Merged, path: &Path) -> Result<Summary> {
 
 /// The trace as bytes (what [`write`] writes).
 pub fn encode(merged: &Merged) -> Result<(Vec<u8>, Summary)> {
-    let (packets, summary) = packets(merged);
+    encode_with_flows(merged, &[])
+}
+
+/// The trace with flows as bytes (what [`write_with_flows`] writes).
+pub fn encode_with_flows(merged: &Merged, chains: &[Vec<usize>]) -> Result<(Vec<u8>, Summary)> {
+    let (packets, summary) = packets(merged, chains);
     let mut out = Vec::new();
     for p in &packets {
         write_packet(&mut out, p)?;
@@ -81,14 +96,17 @@ fn write_packet(w: &mut dyn Write, p: &TracePacket) -> std::io::Result<()> {
     w.write_all(&buf)
 }
 
-fn packets(merged: &Merged) -> (Vec<TracePacket>, Summary) {
-    let mut b = Builder::default();
+fn packets(merged: &Merged, chains: &[Vec<usize>]) -> (Vec<TracePacket>, Summary) {
+    let mut b = Builder {
+        flows: flows_of(chains),
+        ..Default::default()
+    };
     for d in &merged.dumps {
         let host = b.host_track(&d.meta);
         b.dump_taken(host, d.taken_ns(), &d.path, &d.meta);
     }
-    for e in &merged.events {
-        b.event(merged, e);
+    for (i, e) in merged.events.iter().enumerate() {
+        b.event(merged, i, e);
     }
     b.finish(merged)
 }
@@ -124,6 +142,7 @@ struct Mark {
     name: String,
     category: &'static str,
     args: Vec<DebugAnnotation>,
+    flows: Flows,
 }
 
 #[derive(Default)]
@@ -145,6 +164,8 @@ struct Builder {
     /// (track, start as CLOCK_BOOTTIME) -> the slice; a second one of the same start is the
     /// same interval
     slices: HashMap<(u64, u64), Mark>,
+    /// the flow arrows to draw, by event index
+    flows: HashMap<usize, Flows>,
 }
 
 impl Builder {
@@ -292,12 +313,18 @@ impl Builder {
                 name,
                 category: "dump",
                 args,
+                flows: Flows::default(),
             },
             at_ns,
         );
     }
 
-    fn event(&mut self, merged: &Merged, m: &MergedEvent) {
+    fn event(&mut self, merged: &Merged, index: usize, m: &MergedEvent) {
+        let flows = self.flows.remove(&index).unwrap_or_default();
+        self.event_mark(merged, m, flows);
+    }
+
+    fn event_mark(&mut self, merged: &Merged, m: &MergedEvent, flows: Flows) {
         let meta = &merged.dumps[m.dump].meta;
         let host = self.dump_hosts[m.dump];
         let e = &m.event;
@@ -307,29 +334,30 @@ impl Builder {
             What::NetworkGap(g) => {
                 let track = self.connection_track(process, g);
                 let end_ns = interval_end(merged, m, g.ongoing, g.duration_ms);
-                self.slice(gap_mark(track, m.at_ns, end_ns, g), same_ns);
+                self.slice(with(gap_mark(track, m.at_ns, end_ns, g), flows), same_ns);
             }
             What::SyscallFailure(s) => {
                 let track = self.thread_track(process, e);
-                self.instant(syscall_mark(track, m.at_ns, s), same_ns);
+                self.instant(with(syscall_mark(track, m.at_ns, s), flows), same_ns);
             }
             What::ShortIo(io) => {
                 let track = self.thread_track(process, e);
-                self.instant(short_io_mark(track, m.at_ns, io), same_ns);
+                self.instant(with(short_io_mark(track, m.at_ns, io), flows), same_ns);
             }
             What::Function(f) => {
                 let track = self.thread_track(process, e);
-                self.instant(function_mark(track, m.at_ns, f), same_ns);
+                self.instant(with(function_mark(track, m.at_ns, f), flows), same_ns);
             }
             What::ProcessState(p) => {
                 let track = self.thread_track(process, e);
                 match p.state {
                     State::Paused { duration_ms, .. } => {
                         let end_ns = interval_end(merged, m, p.ongoing, duration_ms);
-                        self.slice(process_mark(track, m.at_ns, Some(end_ns), p), same_ns);
+                        let mark = process_mark(track, m.at_ns, Some(end_ns), p);
+                        self.slice(with(mark, flows), same_ns);
                     }
                     State::Exited { .. } | State::Killed { .. } => {
-                        self.instant(process_mark(track, m.at_ns, None, p), same_ns)
+                        self.instant(with(process_mark(track, m.at_ns, None, p), flows), same_ns)
                     }
                 }
             }
@@ -416,7 +444,14 @@ fn track_event(kind: i32, m: Mark) -> TrackEvent {
         name: Some(m.name),
         categories: vec![m.category.to_string()],
         debug_annotations: m.args,
+        flow_ids: m.flows.through,
+        terminating_flow_ids: m.flows.ending,
     }
+}
+
+/// `m` with the flow arrows through it.
+fn with(m: Mark, flows: Flows) -> Mark {
+    Mark { flows, ..m }
 }
 
 /// When a gap or pause ended: an ongoing one at its dump's time, else after its span.
@@ -452,6 +487,7 @@ fn syscall_mark(track: u64, at_ns: u64, s: &SyscallFailure) -> Mark {
         name: format!("{} {result}", s.syscall),
         category: "syscall_failure",
         args,
+        flows: Flows::default(),
     }
 }
 
@@ -472,6 +508,7 @@ fn short_io_mark(track: u64, at_ns: u64, io: &ShortIo) -> Mark {
         name: format!("{} short {} of {}", io.syscall, io.done, io.requested),
         category: "short_io",
         args,
+        flows: Flows::default(),
     }
 }
 
@@ -490,6 +527,7 @@ fn function_mark(track: u64, at_ns: u64, f: &FunctionHit) -> Mark {
         name: f.function.clone().unwrap_or_else(|| "unknown function".into()),
         category: "function",
         args,
+        flows: Flows::default(),
     }
 }
 
@@ -510,6 +548,7 @@ fn gap_mark(track: u64, at_ns: u64, end_ns: u64, g: &NetworkGap) -> Mark {
         name: "network gap".into(),
         category: "network_gap",
         args,
+        flows: Flows::default(),
     }
 }
 
@@ -550,6 +589,7 @@ fn process_mark(track: u64, at_ns: u64, end_ns: Option<u64>, p: &ProcessChange) 
         name,
         category: "process_state",
         args,
+        flows: Flows::default(),
     }
 }
 
@@ -780,5 +820,42 @@ mod tests {
                 ("path", "/etc/x".into())
             ]
         );
+    }
+
+    #[test]
+    fn a_chain_is_one_flow_through_its_events_ending_at_the_last() {
+        // the failure (event 0), the pause as it ended (3), the kill (5)
+        let (bytes, _) = encode_with_flows(&sample(), &[vec![0, 3, 5], vec![4]]).unwrap();
+        let packets = Trace::decode(bytes.as_slice()).unwrap().packet;
+        let flows: Vec<(&str, Vec<u64>, Vec<u64>)> = packets
+            .iter()
+            .filter_map(|p| p.track_event.as_ref())
+            .filter(|e| !e.flow_ids.is_empty() || !e.terminating_flow_ids.is_empty())
+            .map(|e| {
+                let name = e.name.as_deref().unwrap();
+                (name, e.flow_ids.clone(), e.terminating_flow_ids.clone())
+            })
+            .collect();
+        assert_eq!(
+            flows,
+            vec![
+                ("openat ENOENT", vec![1], vec![]),
+                ("paused (stopped)", vec![1], vec![]),
+                ("killed by SIGKILL", vec![], vec![1]),
+            ],
+            "a chain of one event draws no arrow"
+        );
+        // unpacked, as Perfetto's schema declares the fields: one key per id
+        let failure = packets
+            .iter()
+            .filter_map(|p| p.track_event.as_ref())
+            .find(|e| !e.flow_ids.is_empty())
+            .unwrap();
+        let mut buf = Vec::new();
+        failure.encode(&mut buf).unwrap();
+        let key = (47 << 3) | 1; // field 47, wire type fixed64
+        assert!(buf
+            .windows(2)
+            .any(|w| w == [(key & 0x7f) as u8 | 0x80, (key >> 7) as u8]));
     }
 }

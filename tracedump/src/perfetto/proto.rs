@@ -98,6 +98,13 @@ pub struct TrackEvent {
     pub categories: Vec<String>,
     #[prost(string, optional, tag = "23")]
     pub name: Option<String>,
+    /// flows that start at or pass through this event (Perfetto draws an arrow from the
+    /// previous event of the same flow id); written unpacked, as Perfetto's schema declares
+    #[prost(fixed64, repeated, packed = "false", tag = "47")]
+    pub flow_ids: Vec<u64>,
+    /// flows that end at this event
+    #[prost(fixed64, repeated, packed = "false", tag = "48")]
+    pub terminating_flow_ids: Vec<u64>,
 }
 
 #[derive(Clone, PartialEq, Message)]

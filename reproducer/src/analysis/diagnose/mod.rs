@@ -37,6 +37,7 @@ mod syscalls;
 #[cfg(test)]
 mod tests;
 
+pub use network::peer_map;
 pub use render::render;
 pub use score::{number, Evidence, Factor, Score};
 pub use silence::SilenceEvidence;

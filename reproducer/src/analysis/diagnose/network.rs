@@ -304,7 +304,7 @@ fn evidence(group: &[&Silence], all: &[Silence], span: (u64, u64)) -> SilenceEvi
 
 /// Production's addresses of the nodes: each connection's local end is its process's node's,
 /// and so are the addresses of a host whose dump holds one node only.
-pub(super) fn peer_map(timeline: &Timeline, scenario: &Scenario) -> PeerMap {
+pub fn peer_map(timeline: &Timeline, scenario: &Scenario) -> PeerMap {
     let owned = timeline
         .events
         .iter()
