@@ -55,11 +55,11 @@ static long walk_step(__u32 index, void *ctx)
 		return 0;
 	}
 	struct dentry *up = BPF_CORE_READ(dentry, d_parent);
-	if (up == dentry) {
+	__u32 len = BPF_CORE_READ(dentry, d_name.len) & (CWD_HALF - 1);
+	if (up == dentry && !len) {
 		st->finished = 1;
 		return 1;
 	}
-	__u32 len = BPF_CORE_READ(dentry, d_name.len) & (CWD_HALF - 1);
 	const unsigned char *name = BPF_CORE_READ(dentry, d_name.name);
 	int off = st->off & (CWD_HALF - 1);
 	if ((int)len + 1 > off) {
@@ -71,6 +71,11 @@ static long walk_step(__u32 index, void *ctx)
 	off -= 1;
 	w->buf[off & (CWD_HALF - 1)] = '/';
 	st->off = off;
+	/* a dentry in no directory (a memfd's, a pseudo file's) is named by itself, as d_path does */
+	if (up == dentry) {
+		st->finished = 1;
+		return 1;
+	}
 	st->dentry = up;
 	return 0;
 }

@@ -10,6 +10,7 @@ mod common;
 mod daemon;
 mod events;
 mod export;
+mod fds;
 mod functions;
 mod kernel;
 mod load;
