@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
  * The absolute path of a dentry on a mount, as the kernel's d_path gives it: walked up through
- * the dentries and across mount points to the root of the mount namespace (CO-RE reads only),
+ * the dentries and across mount points to the current task's root (fs->root: a chroot, a
+ * container's root, the root a guest switched to), or the root of the mount namespace when
+ * the path is not under it (CO-RE reads only),
  * one bpf_loop step per path component or mount, assembled backwards into the per-CPU
  * cwd_scratch buffer (maps.h). Used for the cwd of a target (cwd.h) and for the file behind an
  * fd that a failed call named (fdnames.h).
@@ -24,6 +26,8 @@ struct path_walk_state {
 	struct dentry *dentry;
 	struct vfsmount *vfsmnt;
 	struct mount *mnt;
+	struct dentry *root_dentry; /* the task's root: the walk ends there */
+	struct vfsmount *root_mnt;
 	int off;      /* where the path assembled so far starts in buf */
 	int finished; /* 1 at the root, -1 when the path does not fit */
 };
@@ -41,6 +45,10 @@ static long walk_step(__u32 index, void *ctx)
 
 	if (!w) {
 		st->finished = -1;
+		return 1;
+	}
+	if (dentry == st->root_dentry && vfsmnt == st->root_mnt) {
+		st->finished = 1;
 		return 1;
 	}
 	if (dentry == BPF_CORE_READ(vfsmnt, mnt_root)) {
@@ -85,8 +93,11 @@ static long walk_step(__u32 index, void *ctx)
  * than the buffer. */
 static __always_inline int walk_path(struct cwd_walk *w, struct dentry *dentry, struct vfsmount *vfsmnt)
 {
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
 	struct path_walk_state st = {};
 
+	st.root_dentry = BPF_CORE_READ(task, fs, root.dentry);
+	st.root_mnt = BPF_CORE_READ(task, fs, root.mnt);
 	st.dentry = dentry;
 	st.vfsmnt = vfsmnt;
 	st.mnt = mount_of(vfsmnt);

@@ -51,7 +51,10 @@ impl Holder {
                 h.fds = fds.split(' ').map(|f| f.parse().expect("an fd")).collect();
             }
         }
-        assert!(h.pid != 0 && !h.fds.is_empty(), "fdholder {args:?} printed no pid or fds");
+        assert!(
+            h.pid != 0 && !h.fds.is_empty(),
+            "fdholder {args:?} printed no pid or fds"
+        );
         h
     }
 
@@ -119,7 +122,10 @@ fn a_file_opened_before_tracerd_is_named_directly_and_through_dup2() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("held-since-start");
     std::fs::write(&file, b"data").unwrap();
-    let mut h = Holder::start(&program_as("fdholder", "fd_direct"), &["direct", file.to_str().unwrap()]);
+    let mut h = Holder::start(
+        &program_as("fdholder", "fd_direct"),
+        &["direct", file.to_str().unwrap()],
+    );
     let d = Daemon::start(&["--target-comm", "fd_direct"]);
     h.fail();
     let dump = d.dump();
@@ -137,7 +143,10 @@ fn an_fd_received_over_a_unix_socket_is_named_in_the_receiver() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("passed-over-scm-rights");
     std::fs::write(&file, b"data").unwrap();
-    let mut h = Holder::start(&program_as("fdholder", "fd_scm"), &["scm", file.to_str().unwrap()]);
+    let mut h = Holder::start(
+        &program_as("fdholder", "fd_scm"),
+        &["scm", file.to_str().unwrap()],
+    );
     let d = Daemon::start(&["--target-comm", "fd_scm"]);
     h.fail();
     let failures = failures_by_fd(&inspect_json(&d.dump()), h.pid);
@@ -164,7 +173,10 @@ fn a_pipe_an_eventfd_and_a_memfd_are_named_by_kind() {
         (i64::from(h.fds[1]), one("write", "EINVAL", &names[1])),
         (i64::from(h.fds[2]), one("lseek", "EINVAL", &names[2])),
     ]);
-    assert_eq!(failures, expected, "each failure names its fd as /proc/PID/fd does");
+    assert_eq!(
+        failures, expected,
+        "each failure names its fd as /proc/PID/fd does"
+    );
 }
 
 /// The holder's failed writes of `many`: each fd's path, in the order of the files.
@@ -235,9 +247,19 @@ fn failures_on_40000_files_held_at_once_are_all_named() {
             .map(|e| e["path"].as_str().unwrap_or("(none)").to_string())
             .collect();
         let expected = many_paths(dir.path(), *first, *n);
-        assert_eq!(named.len(), expected.len(), "every failed write of {} is recorded", h.pid);
+        assert_eq!(
+            named.len(),
+            expected.len(),
+            "every failed write of {} is recorded",
+            h.pid
+        );
         let wrong: Vec<_> = named.iter().zip(&expected).filter(|(a, b)| a != b).collect();
-        assert!(wrong.is_empty(), "{} failures misnamed, e.g. {:?}", wrong.len(), &wrong[..wrong.len().min(3)]);
+        assert!(
+            wrong.is_empty(),
+            "{} failures misnamed, e.g. {:?}",
+            wrong.len(),
+            &wrong[..wrong.len().min(3)]
+        );
     }
     let meta = inspect_meta(&dump);
     assert_eq!(unresolved_fds(&meta), 0);

@@ -326,7 +326,7 @@ impl Engine {
         })
     }
 
-    /// The kernel's open-file table, by open id (every entry: see `mapdump`).
+    /// The kernel's open-file table (the targets' cwds), by open id (every entry: see `mapdump`).
     pub fn open_files(&self) -> Result<HashMap<u64, OpenFile>> {
         let mut out = HashMap::new();
         for_each_entry(&self.skel.maps.open_files, |_, value| {

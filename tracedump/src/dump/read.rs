@@ -185,7 +185,11 @@ mod tests {
             .collect();
         assert_eq!(
             paths,
-            [Some("pipe:[5]".into()), Some("/memfd:x".into()), Some("/srv/rel/x".into())]
+            [
+                Some("pipe:[5]".into()),
+                Some("/memfd:x".into()),
+                Some("/srv/rel/x".into())
+            ]
         );
     }
 
