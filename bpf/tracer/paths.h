@@ -26,8 +26,6 @@ struct path_walk_state {
 	struct dentry *dentry;
 	struct vfsmount *vfsmnt;
 	struct mount *mnt;
-	struct dentry *root_dentry; /* the task's root: the walk ends there */
-	struct vfsmount *root_mnt;
 	int off;      /* where the path assembled so far starts in buf */
 	int finished; /* 1 at the root, -1 when the path does not fit */
 };
@@ -47,7 +45,7 @@ static long walk_step(__u32 index, void *ctx)
 		st->finished = -1;
 		return 1;
 	}
-	if (dentry == st->root_dentry && vfsmnt == st->root_mnt) {
+	if (dentry == w->root_dentry && vfsmnt == w->root_mnt) {
 		st->finished = 1;
 		return 1;
 	}
@@ -96,8 +94,8 @@ static __always_inline int walk_path(struct cwd_walk *w, struct dentry *dentry, 
 	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
 	struct path_walk_state st = {};
 
-	st.root_dentry = BPF_CORE_READ(task, fs, root.dentry);
-	st.root_mnt = BPF_CORE_READ(task, fs, root.mnt);
+	w->root_dentry = BPF_CORE_READ(task, fs, root.dentry);
+	w->root_mnt = BPF_CORE_READ(task, fs, root.mnt);
 	st.dentry = dentry;
 	st.vfsmnt = vfsmnt;
 	st.mnt = mount_of(vfsmnt);
