@@ -181,9 +181,7 @@ __u32 target_slots[TARGET_SLOTS];
 
 struct cwd_walk {
 	char buf[2 * CWD_HALF];
-	/* the task's root, where the walk ends: here, not on the stack, which the 6.1 verifier
-	 * finds too deep for a walk inside a failure's subprogram */
-	struct dentry *root_dentry;
+	struct dentry *root_dentry; /* the task's root, where the walk ends (paths.h) */
 	struct vfsmount *root_mnt;
 };
 

@@ -2,8 +2,8 @@
 /*
  * The absolute path of a dentry on a mount, as the kernel's d_path gives it: walked up through
  * the dentries and across mount points to the current task's root (fs->root: a chroot, a
- * container's root, the root a guest switched to), or the root of the mount namespace when
- * the path is not under it (CO-RE reads only),
+ * container's root), or the root of the mount namespace when the path is not under it (CO-RE
+ * reads only),
  * one bpf_loop step per path component or mount, assembled backwards into the per-CPU
  * cwd_scratch buffer (maps.h). Used for the cwd of a target (cwd.h) and for the file behind an
  * fd that a failed call named (fdnames.h).
@@ -44,6 +44,14 @@ static long walk_step(__u32 index, void *ctx)
 	if (!w) {
 		st->finished = -1;
 		return 1;
+	}
+	/* the task's root ends the walk (a chroot's, a container's): read here, in the callback's
+	 * own frame, as the 6.1 verifier finds the failure path's stack too deep for more */
+	if (index == 0) {
+		struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+
+		w->root_dentry = BPF_CORE_READ(task, fs, root.dentry);
+		w->root_mnt = BPF_CORE_READ(task, fs, root.mnt);
 	}
 	if (dentry == w->root_dentry && vfsmnt == w->root_mnt) {
 		st->finished = 1;
@@ -91,11 +99,8 @@ static long walk_step(__u32 index, void *ctx)
  * than the buffer. */
 static __always_inline int walk_path(struct cwd_walk *w, struct dentry *dentry, struct vfsmount *vfsmnt)
 {
-	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
 	struct path_walk_state st = {};
 
-	w->root_dentry = BPF_CORE_READ(task, fs, root.dentry);
-	w->root_mnt = BPF_CORE_READ(task, fs, root.mnt);
 	st.dentry = dentry;
 	st.vfsmnt = vfsmnt;
 	st.mnt = mount_of(vfsmnt);
