@@ -61,7 +61,8 @@ enum tracerd_counter {
 	TRACERD_CNT_PAUSES_FULL = 7,
 	TRACERD_CNT_CONNS_FULL = 8,        /* a connection went unwatched: `conns` full */
 	TRACERD_CNT_SYSCALL_COUNTS_FULL = 9, /* a (process, syscall) pair went uncounted */
-	TRACERD_CNT_MAX = 10,
+	TRACERD_CNT_FD_UNNAMED = 10,       /* the file behind a failed call's fd could not be named (tracer/fdnames.h) */
+	TRACERD_CNT_MAX = 11,
 };
 
 /* Key of syscall_counts: one counter per (process, syscall number). */
@@ -97,7 +98,7 @@ struct tracerd_header {
 struct tracerd_syscall_failure {
 	struct tracerd_header h;
 	__s64 ret;
-	__u64 open_id;   /* file open that the fd (or the *at dirfd) came from; 0 = unknown */
+	__u64 open_id;   /* the cwd (open_files entry) a relative path is relative to; 0 = none */
 	__u64 requested; /* short I/O: the byte count the call asked for; 0 = a failed call */
 	__s32 fd;        /* -1 when the call takes no fd */
 	__u32 syscall_nr;
@@ -148,13 +149,8 @@ struct tracerd_process_start {
 	char args[TRACERD_ARGS_LEN];
 };
 
-/* Value of file_opens, keyed by the struct file pointer: which open a live file came from. */
-struct tracerd_file_open {
-	__u64 open_id;
-	__u64 ino; /* guards against a recycled struct file */
-};
-
-/* Value of open_files, keyed by open id. Outlives the file: events refer to it after close. */
+/* Value of open_files, keyed by open id: a target's cwd (tracer/cwd.h). Outlives the
+ * process's next chdir: events refer to it. */
 struct tracerd_open_file {
 	__u64 open_id;
 	__u64 dir_open_id; /* relative path opened against this dirfd's open; 0 = cwd */

@@ -13,8 +13,10 @@
  *   output.h     the ring buffer and the drop counters
  *   targets.h    the target set: register_target
  *   files.h      an fd's file or socket, open ids
+ *   paths.h      the absolute path of a dentry on a mount, walked up
  *   network.h    connections and their silences: look_connections, on_sock_state
  *   cwd.h        the cwd of the targets
+ *   fdnames.h    the name of the file behind a failed call's fd
  *   syscalls.h   failed syscalls, short I/O, fd/connection/cwd tracking: on_sys_exit, fexit_*
  *   functions.h  uprobes: function_hit, function_hit_multi
  *   process.h    pauses, signals, exits, forks and execs: on_sched_switch, on_signal_generate,
@@ -35,7 +37,9 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 #include "tracer/targets.h"
 #include "tracer/files.h"
 #include "tracer/network.h"
+#include "tracer/paths.h"
 #include "tracer/cwd.h"
+#include "tracer/fdnames.h"
 #include "tracer/syscalls.h"
 #include "tracer/functions.h"
 #include "tracer/process.h"

@@ -1,9 +1,8 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
  * What an fd of the current task refers to, read through CO-RE: its struct file, whether that
- * is a socket and the socket's two endpoints; and the open ids that name a file by the path it
- * was opened with (an open_files entry, found from the struct file through file_opens).
- * Shared by the syscall hooks, the cwd tracking and the connection watch.
+ * is a socket and the socket's two endpoints; and the open ids of open_files entries (the
+ * cwds, cwd.h). Shared by the syscall hooks, the cwd tracking and the connection watch.
  */
 #ifndef TRACERD_TRACER_FILES_H
 #define TRACERD_TRACER_FILES_H
@@ -74,20 +73,6 @@ static __always_inline __u64 next_open_id(struct scratch *s)
 	/* per-CPU sequence tagged with the CPU: unique without a shared atomic */
 	s->open_seq += 1;
 	return (s->open_seq << 12) | (bpf_get_smp_processor_id() & 0xfff);
-}
-
-static __always_inline __u64 open_id_of(struct file *f)
-{
-	__u64 key = (__u64)f;
-	struct tracerd_file_open *o;
-
-	if (!f)
-		return 0;
-	o = bpf_map_lookup_elem(&file_opens, &key);
-	/* a recycled struct file must not inherit the old path */
-	if (!o || o->ino != BPF_CORE_READ(f, f_inode, i_ino))
-		return 0;
-	return o->open_id;
 }
 
 #endif

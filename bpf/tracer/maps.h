@@ -96,13 +96,8 @@ struct {
 	__type(value, struct tracerd_syscall_arg);
 } syscall_args SEC(".maps");
 
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 32768);
-	__type(key, __u64);
-	__type(value, struct tracerd_file_open);
-} file_opens SEC(".maps");
-
+/* The cwds of the targets that changed theirs (cwd.h), by open id. Files behind fds are not
+ * kept here: they are named from the fd table when a call fails (fdnames.h). */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 32768);
@@ -194,12 +189,14 @@ struct {
 #define TARGET_SLOTS 4096
 __u32 target_slots[TARGET_SLOTS];
 
-/* The cwd walk (cwd.h): the path is assembled backwards in the first half of a buffer twice
+/* The path walk (paths.h; for cwd.h and fdnames.h): the path is assembled backwards in the first half of a buffer twice
  * its size, so every masked write stays inside the buffer. */
 #define CWD_HALF TRACERD_PATH_LEN
 
 struct cwd_walk {
 	char buf[2 * CWD_HALF];
+	struct dentry *root_dentry; /* the task's root, where the walk ends (paths.h) */
+	struct vfsmount *root_mnt;
 };
 
 struct {

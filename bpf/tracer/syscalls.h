@@ -1,21 +1,21 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
  * The end of every syscall of interest: failed calls of the targets (with the path, fd or
- * address argument that says what failed, per syscall_args), short reads and writes of
- * regular files, and the successful calls that keep the fd table (opens), the connection
- * watch (connects, accepts: network.h) and the cwd (chdir, fchdir: cwd.h) current; with
- * count_syscalls, a count of every call. One sys_exit tracepoint program or one fexit program
- * per syscall of fexit_syscalls.h, both through syscall_exit.
+ * address argument that says what failed, per syscall_args; an fd named from the task's fd
+ * table by fdnames.h), short reads and writes of regular files, and the successful calls that
+ * keep the connection watch (connects, accepts: network.h) and the cwd (chdir, fchdir: cwd.h)
+ * current; with count_syscalls, a count of every call. One sys_exit tracepoint program or one
+ * fexit program per syscall of fexit_syscalls.h, both through syscall_exit.
  *
  * Hot paths return as early as they can: sys_exit looks at the return value
  * and the syscall number before anything else, and only failures (plus the
- * few successful calls that maintain the fd table) go on to the target
- * check. Short reads and writes of regular files are the other successful calls
+ * few successful calls that maintain the connection watch and the cwd) go on to the target
+ * check. A successful open costs nothing: the file behind an fd is named only when a call
+ * on it fails. Short reads and writes of regular files are the other successful calls
  * looked at: read/write/pread64/pwrite64 returning less than their count (in the
  * saved argument registers, no copy) go on to the target check and the fd's inode.
- * Strings are copied only where they cannot be recovered later: the
- * path argument of a failed call, the path of a successful open and the new
- * cwd after a chdir (cwd.h).
+ * Strings are copied only on the failure path (the path argument, the fd's name) and after
+ * a chdir (the new cwd, cwd.h).
  */
 #ifndef TRACERD_TRACER_SYSCALLS_H
 #define TRACERD_TRACER_SYSCALLS_H
@@ -26,24 +26,21 @@
 #include "files.h"
 #include "network.h"
 #include "cwd.h"
+#include "fdnames.h"
 
 #define AT_FDCWD -100
 #define SOCK_STREAM 1
 #define EINPROGRESS 115
 
-/* x86_64 syscall numbers of the successful calls that feed the fd table and the cwd, and of
- * the reads and writes whose short results are recorded. */
+/* x86_64 syscall numbers of the successful calls that feed the connection watch and the
+ * cwd, and of the reads and writes whose short results are recorded. */
 #define NR_read 0
 #define NR_write 1
 #define NR_pread64 17
 #define NR_pwrite64 18
-#define NR_open 2
 #define NR_connect 42
 #define NR_accept 43
-#define NR_creat 85
-#define NR_openat 257
 #define NR_accept4 288
-#define NR_openat2 437
 #define NR_chdir 80
 #define NR_fchdir 81
 
@@ -72,49 +69,6 @@ static __always_inline unsigned long syscall_arg(struct pt_regs *regs, __u32 ind
 	case 4: return regs->r8;
 	default: return regs->r9;
 	}
-}
-
-static __always_inline int track_open(struct pt_regs *regs, long nr, long fd)
-{
-	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
-	__u32 zero = 0;
-	struct scratch *s;
-	struct file *f;
-	const char *path;
-	int dirfd = AT_FDCWD;
-	long n;
-
-	if (!is_target(tgid))
-		return 0;
-	s = bpf_map_lookup_elem(&scratch, &zero);
-	f = fd_file(fd);
-	if (!s || !f)
-		return 0;
-	if (nr == NR_openat || nr == NR_openat2) {
-		dirfd = (int)regs->di;
-		path = (const char *)regs->si;
-	} else {
-		path = (const char *)regs->di;
-	}
-	n = bpf_probe_read_user_str(s->open.path, sizeof(s->open.path), path);
-	if (n <= 0) {
-		count(TRACERD_CNT_PATH_UNREADABLE);
-		return 0;
-	}
-	s->open.path_len = n;
-	s->open.open_id = next_open_id(s);
-	s->open.dir_open_id = 0;
-	if (dirfd != AT_FDCWD && s->open.path[0] != '/')
-		s->open.dir_open_id = open_id_of(fd_file(dirfd));
-	else if (s->open.path[0] != '/')
-		s->open.dir_open_id = cwd_open_id(tgid);
-	s->open.ino = BPF_CORE_READ(f, f_inode, i_ino);
-	s->open.tgid = tgid;
-	struct tracerd_file_open fo = { .open_id = s->open.open_id, .ino = s->open.ino };
-	__u64 key = (__u64)f;
-	bpf_map_update_elem(&file_opens, &key, &fo, BPF_ANY);
-	bpf_map_update_elem(&open_files, &fo.open_id, &s->open, BPF_ANY);
-	return 0;
 }
 
 /* Start watching a TCP connection that a target process connected or accepted. */
@@ -172,20 +126,15 @@ static __always_inline void read_sockaddr(struct tracerd_syscall_failure *e, con
 	}
 }
 
+/* A failed call on an fd: the file behind it, named now (fdnames.h). An fd that is not open
+ * has nothing to name. */
 static __always_inline void describe_fd(struct tracerd_syscall_failure *e, int fd)
 {
 	struct file *f = fd_file(fd);
 
 	e->fd = fd;
-	if (!f)
-		return;
-	if (file_is_socket(f)) {
-		struct sock *sk = file_sock(f);
-		if (sk)
-			sock_endpoints(sk, NULL, &e->peer);
-		return;
-	}
-	e->open_id = open_id_of(f);
+	if (f)
+		name_fd_file(e, f);
 }
 
 /* A failed call of a target. */
@@ -213,25 +162,30 @@ static __always_inline int record_target_failure(struct pt_regs *regs, long nr, 
 	arg = bpf_map_lookup_elem(&syscall_args, &key);
 	if (arg) {
 		switch (arg->kind) {
-		case TRACERD_ARG_PATH_AT: {
-			int dirfd = (int)regs->di;
-			if (dirfd != AT_FDCWD) {
-				e->fd = dirfd;
-				e->open_id = open_id_of(fd_file(dirfd));
-			}
-		}
-			/* fall through */
-		case TRACERD_ARG_PATH:
+		case TRACERD_ARG_PATH_AT:
+		case TRACERD_ARG_PATH: {
+			int dirfd = arg->kind == TRACERD_ARG_PATH_AT ? (int)regs->di : AT_FDCWD;
+			struct file *dir;
+
 			n = bpf_probe_read_user_str(e->path, sizeof(e->path),
 						    (const char *)syscall_arg(regs, arg->index));
 			if (n > 0)
 				e->path_len = n;
 			else
 				count(TRACERD_CNT_PATH_UNREADABLE);
-			/* relative to the cwd: name the cwd's open when the process changed it */
-			if (n > 0 && !e->open_id && e->path[0] != '/')
+			if (dirfd != AT_FDCWD)
+				e->fd = dirfd;
+			if (n <= 0 || e->path[0] == '/')
+				break;
+			/* relative to a dirfd: made absolute here; to the cwd: name the cwd's
+			 * entry when the process changed it */
+			dir = dirfd != AT_FDCWD ? fd_file(dirfd) : NULL;
+			if (dir)
+				join_dir(e, dir, n);
+			else if (dirfd == AT_FDCWD)
 				e->open_id = cwd_open_id(tgid);
 			break;
+		}
 		case TRACERD_ARG_FD:
 			describe_fd(e, (int)syscall_arg(regs, arg->index));
 			break;
@@ -295,9 +249,10 @@ static __always_inline int check_short_io(struct pt_regs *regs, long nr, long re
 	e->requested = want;
 	e->syscall_nr = nr;
 	e->fd = fd;
-	e->open_id = open_id_of(f);
+	e->open_id = 0;
 	e->path_len = 0;
 	__builtin_memset(&e->peer, 0, sizeof(e->peer));
+	name_fd_file(e, f);
 	submit(e);
 	return 0;
 }
@@ -328,16 +283,11 @@ static __always_inline void count_syscall(long nr)
 
 /*
  * The fexit programs call one shared copy (a BPF subprogram) of what their syscalls do rarely
- * (record a target's failure, track an open, a connection, a cwd): inlined into each of more
+ * (record a target's failure, track a connection, a cwd): inlined into each of more
  * than a hundred programs, these made the BPF object 3 MB, which the daemon maps and parses at
  * start (4 MiB of its memory). The sys_exit program keeps them inline: it is one program,
  * and a call would only add to each of its recorded failures.
  */
-static __noinline int track_open_shared(struct pt_regs *regs, long nr, long fd)
-{
-	return track_open(regs, nr, fd);
-}
-
 static __noinline int track_socket_shared(long fd)
 {
 	return track_socket(fd);
@@ -353,8 +303,8 @@ static __noinline int record_target_failure_shared(struct pt_regs *regs, long nr
 	return record_target_failure(regs, nr, ret, tgid);
 }
 
-/* The end of syscall `nr` with result `ret`: keep the fd table and the cwd current after
- * successful calls, record failures. Shared by the sys_exit tracepoint (every syscall) and
+/* The end of syscall `nr` with result `ret`: keep the connection watch and the cwd current
+ * after successful calls, record failures. Shared by the sys_exit tracepoint (every syscall) and
  * the fexit programs (one per hooked syscall, where `nr` is a constant and the compiler
  * drops the branches of other syscalls); `shared`: call the subprograms above. */
 static __always_inline int syscall_exit(struct pt_regs *regs, long nr, long ret, bool shared)
@@ -364,8 +314,6 @@ static __always_inline int syscall_exit(struct pt_regs *regs, long nr, long ret,
 	if (count_syscalls)
 		count_syscall(nr);
 	if (ret >= 0) {
-		if (nr == NR_openat || nr == NR_open || nr == NR_creat || nr == NR_openat2)
-			return shared ? track_open_shared(regs, nr, ret) : track_open(regs, nr, ret);
 		if (nr == NR_accept || nr == NR_accept4 || nr == NR_connect) {
 			long fd = nr == NR_connect ? (int)regs->di : ret;
 			return shared ? track_socket_shared(fd) : track_socket(fd);

@@ -2,9 +2,6 @@
  * fillmaps: fills one of tracerd's kernel tables far beyond one read batch, then waits to be
  * killed (the test kills its process group). Prints what it created, then "ready".
  *
- *   fillmaps files DIR FIRST N
- *                          creates and keeps open DIR/fFIRST.. (N files, read-only), then
- *                          write()s to the first one (EBADF): its fd must resolve to its path
  *   fillmaps conns N       N TCP connections over 127.0.0.1 (both ends kept open, silent)
  *   fillmaps stop N        N children that stop themselves (SIGSTOP); prints their pids
  */
@@ -32,27 +29,6 @@ static void want_fds(long n)
 		perror("setrlimit");
 		exit(1);
 	}
-}
-
-static int files(const char *dir, long first_i, long n)
-{
-	char path[4096];
-	int first = -1;
-
-	want_fds(n);
-	for (long i = first_i; i < first_i + n; i++) {
-		snprintf(path, sizeof(path), "%s/f%ld", dir, i);
-		int fd = open(path, O_RDONLY | O_CREAT, 0600);
-		if (fd < 0) {
-			perror(path);
-			return 1;
-		}
-		if (i == first_i)
-			first = fd;
-	}
-	if (write(first, "x", 1) != -1)
-		return 1;
-	return 0;
 }
 
 static int conns(long n)
@@ -104,14 +80,12 @@ int main(int argc, char **argv)
 {
 	int rc;
 
-	if (argc >= 5 && !strcmp(argv[1], "files"))
-		rc = files(argv[2], atol(argv[3]), atol(argv[4]));
-	else if (argc >= 3 && !strcmp(argv[1], "conns"))
+	if (argc >= 3 && !strcmp(argv[1], "conns"))
 		rc = conns(atol(argv[2]));
 	else if (argc >= 3 && !strcmp(argv[1], "stop"))
 		rc = stop(atol(argv[2]));
 	else {
-		fprintf(stderr, "usage: fillmaps files DIR FIRST N | conns N | stop N\n");
+		fprintf(stderr, "usage: fillmaps conns N | stop N\n");
 		return 2;
 	}
 	if (rc)

@@ -3,6 +3,8 @@
  *   ok   - getppid(), a cheap call that succeeds
  *   fail - close(-1), a cheap call that fails with EBADF
  *   read - read() of one byte from /dev/zero, a call that succeeds
+ *   open - openat() of /etc/hostname and its close(), two calls that succeed (ns per pair)
+ *   fdfail - write() on a file open read-only, a call on an fd that fails with EBADF
  *   stop - stops itself first (SIGSTOP), so that a tracer that targets a pid can
  *          attach before the timed loop; continue it with SIGCONT
  */
@@ -29,7 +31,10 @@ int main(int argc, char **argv)
 	long n = atol(argv[2]);
 	int fail = !strcmp(argv[1], "fail");
 	int rd = !strcmp(argv[1], "read");
+	int op = !strcmp(argv[1], "open");
+	int fdfail = !strcmp(argv[1], "fdfail");
 	int zero = open("/dev/zero", O_RDONLY);
+	int rdonly = open("/etc/hostname", O_RDONLY);
 	char byte;
 	if (argc > 3 && !strcmp(argv[3], "stop"))
 		raise(SIGSTOP);
@@ -39,6 +44,10 @@ int main(int argc, char **argv)
 			syscall(SYS_close, -1);
 		else if (rd)
 			syscall(SYS_read, zero, &byte, 1);
+		else if (op)
+			syscall(SYS_close, syscall(SYS_openat, AT_FDCWD, "/etc/hostname", O_RDONLY));
+		else if (fdfail)
+			syscall(SYS_write, rdonly, &byte, 1);
 		else
 			syscall(SYS_getppid);
 	}

@@ -12,6 +12,7 @@ mod containers;
 mod daemon;
 mod events;
 mod export;
+mod fds;
 mod functions;
 mod kernel;
 mod load;

@@ -18,6 +18,10 @@ pub struct KernelCounters {
     /// (process, syscall) pairs that did not fit in the syscall counters (count_syscalls)
     #[serde(default)]
     pub syscall_counts_full: u64,
+    /// failed calls on an open fd whose file could not be named (a path deeper or longer
+    /// than the kernel's buffer); with `open_files_unresolved`, inspect's "unresolved fds"
+    #[serde(default)]
+    pub fds_unnamed: u64,
 }
 
 /// Counters of the user-space side.
@@ -37,8 +41,17 @@ pub struct Counters {
     pub uprobe_attach_failed: u64,
     /// events in the window whose path or address had been overwritten in the blob arena
     pub blobs_lost: u64,
-    /// fd events whose open had left the kernel's open-file table before the dump
+    /// events in the window whose path is relative to a cwd entry that had left the
+    /// kernel's open-file table before the dump (in dumps of tracerd before fds were named
+    /// at the failure: also fd events whose open had left it)
     pub open_files_unresolved: u64,
+}
+
+impl Counters {
+    /// Failed calls whose fd or cwd could not be named: inspect's "unresolved fds".
+    pub fn unresolved_fds(&self) -> u64 {
+        self.open_files_unresolved + self.kernel.fds_unnamed
+    }
 }
 
 impl Counters {

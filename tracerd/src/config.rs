@@ -46,7 +46,8 @@ pub struct Config {
     pub functions: Option<PathBuf>,
     /// Size of the kernel-to-daemon buffer, bytes (a power of two).
     pub kernel_buffer_bytes: u32,
-    /// Entries of the kernel's open-file table (fd -> path).
+    /// Entries of the kernel's open-file table: the cwds of the targets that changed theirs
+    /// (files behind fds are named from the fd table when a call fails, not kept).
     pub open_files: u32,
     /// TCP connections watched for gaps.
     pub connections: u32,

@@ -155,7 +155,6 @@ impl Engine {
         rodata.function_events = config.function_events as u32;
         open.maps.events.set_max_entries(config.kernel_buffer_bytes)?;
         open.maps.open_files.set_max_entries(config.open_files)?;
-        open.maps.file_opens.set_max_entries(config.open_files)?;
         open.maps.conns.set_max_entries(config.connections)?;
         // functions.len() is bounded by MAX_FUNCTIONS (config::function_specs)
         open.maps
@@ -331,10 +330,11 @@ impl Engine {
             pauses_full: sums[tracerd_counter::TRACERD_CNT_PAUSES_FULL.0 as usize],
             connections_full: sums[tracerd_counter::TRACERD_CNT_CONNS_FULL.0 as usize],
             syscall_counts_full: sums[tracerd_counter::TRACERD_CNT_SYSCALL_COUNTS_FULL.0 as usize],
+            fds_unnamed: sums[tracerd_counter::TRACERD_CNT_FD_UNNAMED.0 as usize],
         })
     }
 
-    /// The kernel's open-file table, by open id (every entry: see `mapdump`).
+    /// The kernel's open-file table (the targets' cwds), by open id (every entry: see `mapdump`).
     pub fn open_files(&self) -> Result<HashMap<u64, OpenFile>> {
         let mut out = HashMap::new();
         for_each_entry(&self.skel.maps.open_files, |_, value| {

@@ -61,7 +61,7 @@ pub fn print_text(dump: &Dump, out: &mut impl Write) -> Result<()> {
         c.recorder.ring_overwritten,
         c.kernel.path_unreadable,
         c.blobs_lost,
-        c.open_files_unresolved,
+        c.unresolved_fds(),
         c.uprobe_attach_failed,
         c.recorder.malformed,
         c.kernel.syscall_counts_full

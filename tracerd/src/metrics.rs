@@ -152,6 +152,7 @@ pub fn families(s: &Snapshot<'_>) -> Vec<MetricFamily> {
         ("pauses_full", k.pauses_full),
         ("connections_full", k.connections_full),
         ("syscall_counts_full", k.syscall_counts_full),
+        ("fds_unnamed", k.fds_unnamed),
         ("malformed", r.malformed),
         ("window_overwritten", r.ring_overwritten),
         ("process_table_evicted", r.process_table_evicted),

@@ -131,6 +131,67 @@ mod tests {
     use crate::dump::tests::sample;
     use crate::dump::{write_dump, DumpContents, OpenFile, SyscallCount};
     use crate::event::{State, What};
+    use crate::record::{Payload, Record};
+
+    /// An fd call's blob is the fd's name, taken as it is; a path call's relative path
+    /// joins the process's cwd.
+    #[test]
+    fn fd_names_are_not_joined_to_the_cwd() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut arena = crate::record::BlobArena::new(1024);
+        let failure = |nr, blob| Record {
+            ts_ns: 1,
+            pid: 1,
+            tid: 1,
+            comm: [0; 16],
+            payload: Payload::SyscallFailure {
+                nr,
+                ret: -9,
+                fd: 4,
+                open_id: 0,
+                blob,
+                requested: 0,
+            },
+        };
+        // write (fd), lseek (fd), unlink (path)
+        let recs = [
+            failure(1, arena.put(b"pipe:[5]")),
+            failure(8, arena.put(b"/memfd:x")),
+            failure(87, arena.put(b"rel/x")),
+        ];
+        let meta = DumpMeta {
+            format: "tracerd-dump".into(),
+            version: FORMAT_VERSION,
+            processes: vec![crate::process::ProcInfo {
+                pid: 1,
+                cwd: Some("/srv".into()),
+                ..Default::default()
+            }],
+            ..DumpMeta::default()
+        };
+        let contents = DumpContents {
+            meta,
+            records: recs.iter().copied(),
+            blobs: arena.live_bytes(),
+        };
+        let dump = Dump::read(&write_dump(dir.path(), "d.tdump", contents).unwrap()).unwrap();
+        let paths: Vec<Option<String>> = dump
+            .events()
+            .iter()
+            .map(|e| match &e.what {
+                What::SyscallFailure(f) => f.path.clone(),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            paths,
+            [
+                Some("pipe:[5]".into()),
+                Some("/memfd:x".into()),
+                Some("/srv/rel/x".into())
+            ]
+        );
+    }
 
     #[test]
     fn file_round_trip_and_damage() {

@@ -11,7 +11,7 @@ use crate::event::{
     Event, FunctionHit, NetworkGap, ProcessChange, Sender, ShortIo, State, SyscallFailure, What,
 };
 use crate::record::{BlobRef, Payload, Record};
-use crate::syscalls::{errno_name, syscall_name};
+use crate::syscalls::{errno_name, syscall_arg_kind, syscall_name, ArgKind};
 
 impl Dump {
     /// Every event, resolved and ordered by time.
@@ -159,11 +159,16 @@ impl<'a> Resolver<'a> {
                 fd,
                 open_id,
                 requested,
+                blob,
                 ..
             } if requested != 0 => What::ShortIo(ShortIo {
                 syscall: syscall_name(nr as u32),
                 fd,
-                path: self.open_path(open_id, 0),
+                // the fd's name, read at the call; older dumps name the open instead
+                path: match self.blob(blob) {
+                    Some(b) => Some(String::from_utf8_lossy(b).into_owned()),
+                    None => self.open_path(open_id, 0),
+                },
                 requested: requested as u64,
                 done: ret.max(0) as u64,
             }),
@@ -178,6 +183,10 @@ impl<'a> Resolver<'a> {
                 let (mut path, mut peer) = (None, None);
                 match self.blob(blob) {
                     Some(b) if b.first() == Some(&0) => peer = decode_addr(b),
+                    // the file behind the fd, named as it is (pipe:[ino] is no relative path)
+                    Some(b) if matches!(syscall_arg_kind(nr as u32), Some((ArgKind::Fd, _))) => {
+                        path = Some(String::from_utf8_lossy(b).into_owned())
+                    }
                     Some(b) => path = Some(self.path_arg(r.pid, &String::from_utf8_lossy(b), open_id)),
                     None if open_id != 0 => path = self.open_path(open_id, 0),
                     None => {}
