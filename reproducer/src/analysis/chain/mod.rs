@@ -119,12 +119,12 @@ pub fn signature(scenario: &Scenario, node: usize, e: &Event, peer_of: PeerOf) -
         What::SyscallFailure(s) => Sign::Failure {
             syscall: s.syscall.clone(),
             errno: s.errno.clone().unwrap_or_else(|| s.ret.to_string()),
-            path: s.path.as_deref().map(normalize_path),
+            path: s.path.as_deref().map(|p| normalize_path(p, None)),
             peer: s.peer.map(peer_name),
         },
         What::ShortIo(s) => Sign::Short {
             syscall: s.syscall.clone(),
-            path: s.path.as_deref().map(normalize_path),
+            path: s.path.as_deref().map(|p| normalize_path(p, None)),
         },
         What::Function(h) => Sign::Function {
             symbol: h.function.clone().unwrap_or_else(|| "?".into()),

@@ -129,7 +129,8 @@ impl Builder<'_> {
                 );
                 c.who = node_name(self.scenario, a);
                 // score.rs: what the silence was set aside for
-                (c.evidence.norm_ms, c.evidence.never_carried) = (norm.as_ref().map(|n| n.longest_ms), g.packets == 0);
+                (c.evidence.norm_ms, c.evidence.never_carried) =
+                    (norm.as_ref().map(|n| n.longest_ms), g.packets == 0);
                 c.evidence.connections = 1;
                 c.silence = Some(SilenceEvidence {
                     silence_ms: d,

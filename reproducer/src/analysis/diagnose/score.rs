@@ -256,7 +256,9 @@ fn deviation(c: &Candidate, profiled: bool, knows_gaps: bool) -> Factor {
             if let Some((ratio, gap)) = c.evidence.own_ratio {
                 return Factor::new(
                     bounded(ratio / OWN_GAPS_PER_NORM),
-                    format!("silent {duration_ms} ms: {ratio:.0}× its own gap of {gap:.0} ms between packets"),
+                    format!(
+                        "silent {duration_ms} ms: {ratio:.0}× its own gap of {gap:.0} ms between packets"
+                    ),
                 );
             }
             match c.evidence.norm_ms {
