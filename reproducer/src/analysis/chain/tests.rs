@@ -241,7 +241,12 @@ fn signatures_leave_out_pids_fds_and_raw_paths() {
         })
     };
     let no_peer = |_: SocketAddr| None;
-    let testbed = signature(&sc, 0, &event(4711, write("/scratch/run-8/a/journal", 3)), &no_peer);
+    let testbed = signature(
+        &sc,
+        0,
+        &event(4711, write("/scratch/run-8/a/journal", 3)),
+        &no_peer,
+    );
     let prod = signature(&sc, 0, &event(12, write("/srv/a/journal", 7)), &no_peer);
     assert_eq!(testbed, prod);
     assert_eq!(testbed, fault());
