@@ -180,18 +180,10 @@ fn export_timelines(runs: &AttemptRuns, progress: &dyn Progress) -> Vec<PathBuf>
     let mut written = Vec::new();
     for dir in dirs {
         let trace_dir = dir.join("trace");
-        let mut dumps: Vec<PathBuf> = std::fs::read_dir(&trace_dir)
-            .map(|it| {
-                it.flatten()
-                    .map(|e| e.path())
-                    .filter(|p| p.extension().is_some_and(|x| x == "tdump"))
-                    .collect()
-            })
-            .unwrap_or_default();
+        let dumps = crate::analysis::chain::runs::run_dumps(&trace_dir);
         if dumps.is_empty() {
             continue;
         }
-        dumps.sort();
         let file = trace_dir.join(TIMELINE_FILE);
         match Merged::read(&dumps).and_then(|m| tracedump::perfetto::write(&m, &file)) {
             Ok(_) => written.push(file),

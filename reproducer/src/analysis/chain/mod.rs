@@ -22,7 +22,7 @@ use super::profile::normalize_path;
 use crate::model::scenario::Scenario;
 
 mod render;
-mod runs;
+pub mod runs;
 #[cfg(test)]
 mod tests;
 

@@ -106,18 +106,10 @@ fn read_run(
         return Ok(None);
     }
     let trace_dir = dir.join("trace");
-    let mut dumps: Vec<PathBuf> = std::fs::read_dir(&trace_dir)
-        .map(|it| {
-            it.flatten()
-                .map(|e| e.path())
-                .filter(|p| p.extension().is_some_and(|x| x == "tdump"))
-                .collect()
-        })
-        .unwrap_or_default();
+    let dumps = run_dumps(&trace_dir);
     if dumps.is_empty() {
         return Ok(None);
     }
-    dumps.sort();
     let merged = Merged::read(&dumps)?;
     let launched: Vec<(usize, u32)> = run
         .launched
@@ -300,4 +292,18 @@ pub fn of_search(
     let peers = crate::analysis::diagnose::peer_map(timeline, scenario);
     let production = production_events(timeline, scenario, &peers);
     super::build(&runs, &fault_free_of(profile, scenario), &production)
+}
+
+/// The dumps of a run's trace directory, sorted by name (none when it cannot be read).
+pub fn run_dumps(trace_dir: &Path) -> Vec<PathBuf> {
+    let mut dumps: Vec<PathBuf> = std::fs::read_dir(trace_dir)
+        .map(|it| {
+            it.flatten()
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|x| x == "tdump"))
+                .collect()
+        })
+        .unwrap_or_default();
+    dumps.sort();
+    dumps
 }
