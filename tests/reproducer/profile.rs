@@ -242,7 +242,8 @@ command = ["sh", "-c", "! grep -q done {workdir}/n1.log && [ ! -e {workdir}/snap
         .find(|f| f["symbol"] == "main.(*store).storeSnapshot")
         .unwrap_or_else(|| panic!("the Go method is a candidate of the stripped binary: {functions:#?}"));
     // a call that grows the goroutine's stack runs the function's entry twice (Go restarts
-    // the function after growing the stack), so a run may count one call more
+    // the function after growing the stack), and a garbage collection may shrink the stack
+    // again between calls: a run counts each of its 5 calls once or twice
     let counts: Vec<u64> = snapshot["per_run"]
         .as_array()
         .unwrap()
@@ -250,7 +251,7 @@ command = ["sh", "-c", "! grep -q done {workdir}/n1.log && [ ! -e {workdir}/snap
         .map(|n| n.as_u64().unwrap())
         .collect();
     assert!(
-        counts.len() == 2 && counts.iter().all(|&n| (5..=7).contains(&n)),
+        counts.len() == 2 && counts.iter().all(|&n| (5..=10).contains(&n)),
         "{counts:?}"
     );
     assert_eq!(

@@ -12,6 +12,7 @@ pub mod container;
 pub mod counters;
 pub mod dump;
 pub mod elf;
+pub mod environment;
 pub mod event;
 pub mod merge;
 pub mod perfetto;

@@ -31,6 +31,10 @@ pub struct ProcInfo {
     /// the pid as the process's own pid namespace sees it, when that is not the host's
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ns_pid: Option<u32>,
+    /// its build, configuration files and limits (see environment.rs); absent in dumps
+    /// written before they were recorded
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub environment: Option<crate::environment::ProcEnvironment>,
 }
 
 impl ProcInfo {
