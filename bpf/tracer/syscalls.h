@@ -257,28 +257,33 @@ static __always_inline int check_short_io(struct pt_regs *regs, long nr, long re
 	return 0;
 }
 
-/* One more call of syscall `nr` by the current process (count_syscalls only). */
-static __always_inline void count_syscall(long nr)
+/* One more call of syscall `nr` by the current process (count_syscalls only). A subprogram,
+ * not inlined: inlined, clang gave the fexit programs that do not inline check_short_io
+ * (readv, lseek, open, ...) a 288-byte frame of their own, which with the failure
+ * subprogram's and the path walk callback's frames passed 6.1's 512-byte limit for a chain of
+ * calls. Returns 0 (a subprogram must set r0). */
+static __noinline int count_syscall(long nr)
 {
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 	struct tracerd_syscall_key key = { .tgid = tgid, .nr = nr };
 	__u64 one = 1, *c;
 
 	if (nr < 0 || !is_target(tgid))
-		return;
+		return 0;
 	c = bpf_map_lookup_elem(&syscall_counts, &key);
 	if (c) {
 		__sync_fetch_and_add(c, 1);
-		return;
+		return 0;
 	}
 	if (bpf_map_update_elem(&syscall_counts, &key, &one, BPF_NOEXIST) == 0)
-		return;
+		return 0;
 	/* another CPU may have inserted the pair meanwhile; otherwise the map is full */
 	c = bpf_map_lookup_elem(&syscall_counts, &key);
 	if (c)
 		__sync_fetch_and_add(c, 1);
 	else
 		count(TRACERD_CNT_SYSCALL_COUNTS_FULL);
+	return 0;
 }
 
 /*
