@@ -285,7 +285,9 @@ fn store_abort_cascade() {
     assert_eq!(dumps.len(), 1, "{dumps:?}");
     let chain = chain_rows(&report);
     assert_eq!(
-        chain.first().map(|(node, event, _)| (node.as_str(), event.as_str())),
+        chain
+            .first()
+            .map(|(node, event, _)| (node.as_str(), event.as_str())),
         Some(("store", "write failed with ENOSPC on */journal (the fault)")),
         "{report}"
     );
