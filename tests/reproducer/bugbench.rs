@@ -178,6 +178,7 @@ const FAST_CASES: &[&str] = &[
     "torn-snapshot",
     "wal-disk-full",
     "journal-gap-two-hosts",
+    "store-abort-cascade",
 ];
 
 #[test]
@@ -265,6 +266,49 @@ fn journal_gap_two_hosts() {
         "the chain from the primary's failed write to the replica's exit:\n{report}"
     );
     check_chain_flows(&out.path().join("journal-gap-two-hosts/out"), chain.len());
+    for (node, event, production) in &chain {
+        assert!(
+            production == "0" || production.starts_with('+'),
+            "{node} {event}: production's dump shows it after its fault ({production})\n{report}"
+        );
+    }
+}
+
+/// A fault that travels across three nodes: the store's failed journal write stops it, the
+/// API server aborts after its reconnects to the store are refused, the client gives up after
+/// its reconnects to the API server are refused. The report's chain shows each of these
+/// steps in that order, each also in production's dump after its own fault.
+#[test]
+#[ignore = "system test: needs root (loads BPF programs, creates namespaces); scripts/test runs it"]
+fn store_abort_cascade() {
+    let (report, dumps, out) = reproduce_case("store-abort-cascade");
+    assert_eq!(dumps.len(), 1, "{dumps:?}");
+    let chain = chain_rows(&report);
+    assert_eq!(
+        chain
+            .first()
+            .map(|(node, event, _)| (node.as_str(), event.as_str())),
+        Some(("store", "write failed with ENOSPC on */journal (the fault)")),
+        "{report}"
+    );
+    // the externally visible steps, in time order; function hits may come between them
+    let steps = [
+        ("store", "exited with code 1"),
+        ("api", "connect failed with ECONNREFUSED (peer store)"),
+        ("api", "exited with code 1"),
+        ("client", "connect failed with ECONNREFUSED (peer api)"),
+        ("client", "exited with code 3"),
+    ];
+    let at: Vec<Option<usize>> = steps
+        .iter()
+        .map(|(n, e)| chain.iter().position(|(node, event, _)| node == n && event == e))
+        .collect();
+    assert!(
+        at.iter().all(Option::is_some) && at.windows(2).all(|w| w[0] < w[1]),
+        "the chain from the store's failed write through the API server to the client, in \
+         order ({at:?}):\n{report}"
+    );
+    check_chain_flows(&out.path().join("store-abort-cascade/out"), chain.len());
     for (node, event, production) in &chain {
         assert!(
             production == "0" || production.starts_with('+'),
