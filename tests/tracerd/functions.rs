@@ -238,12 +238,13 @@ fn functions_of_a_stripped_go_binary_are_counted() {
 
 /// Functions of the generated program: more than one multi link holds.
 const MANY: usize = 1000;
-/// The one of them the test makes hot (in a link of the middle, not the first or last).
-const HOT: usize = 600;
+/// The ones the test makes hot: on two different links, one of the middle (not the first or
+/// last); called in turns, they pass the limit together and one look re-creates both links.
+const HOT: [usize; 2] = [100, 600];
 
 #[test]
 #[ignore = "system test: needs root (loads BPF programs, creates namespaces); scripts/test runs it"]
-fn a_hot_function_of_a_large_binary_is_detached_and_the_other_links_keep_counting() {
+fn hot_functions_of_a_large_binary_are_detached_and_the_other_links_keep_counting() {
     require_root();
     let prog = many_functions_program();
     let dir = tempfile::tempdir().unwrap();
@@ -282,12 +283,13 @@ fn a_hot_function_of_a_large_binary_is_detached_and_the_other_links_keep_countin
         );
     }
 
-    // every function once, then the hot one 5,000 times: past the limit, detached before the
-    // second run, whose calls of it are then not counted while every other function's are
-    run_prog(&prog, &[&HOT.to_string(), "5000"]);
-    d.wait_for_log("detached 1 functions", Duration::from_secs(10));
+    // every function once, then each hot one 5,000 times: past the limit, detached before
+    // the second run, whose calls of them are then not counted while every other function's are
+    let args = ["5000", &HOT[0].to_string(), &HOT[1].to_string()];
+    run_prog(&prog, &args);
+    d.wait_for_log("(2 in all)", Duration::from_secs(10));
     let after = uprobe_links(d.pid());
-    run_prog(&prog, &[&HOT.to_string(), "5000"]);
+    run_prog(&prog, &args);
     let meta = inspect_meta(&d.dump());
     let calls: Vec<u64> = meta["function_calls"]
         .as_array()
@@ -297,15 +299,17 @@ fn a_hot_function_of_a_large_binary_is_detached_and_the_other_links_keep_countin
         .collect();
     assert_eq!(calls.len(), MANY);
     // detached at the first look past 1,000 calls: within the first run's calls (5,001)
-    assert!(
-        (1000..=5001).contains(&calls[HOT]),
-        "the hot function is counted until detached, not in the second run: {}",
-        calls[HOT]
-    );
+    for hot in HOT {
+        assert!(
+            (1000..=5001).contains(&calls[hot]),
+            "hot function {hot} is counted until detached, not in the second run: {}",
+            calls[hot]
+        );
+    }
     let others: Vec<(usize, u64)> = calls
         .iter()
         .enumerate()
-        .filter(|&(id, &n)| id != HOT && n != 2)
+        .filter(|&(id, &n)| !HOT.contains(&id) && n != 2)
         .map(|(id, &n)| (id, n))
         .collect();
     assert!(
@@ -313,24 +317,31 @@ fn a_hot_function_of_a_large_binary_is_detached_and_the_other_links_keep_countin
         "every other function counted in both runs: {others:?}\n{}",
         d.log_text()
     );
-    assert_eq!(meta["detached_functions"], serde_json::json!([HOT]));
+    let mut detached: Vec<u64> = meta["detached_functions"]
+        .as_array()
+        .expect("detached_functions is a list")
+        .iter()
+        .map(|n| n.as_u64().unwrap())
+        .collect();
+    detached.sort_unstable();
+    assert_eq!(detached, HOT.map(|h| h as u64));
     assert_eq!(meta["unattached_functions"], serde_json::json!([]));
 
     if multi {
-        assert_only_the_hot_link_was_recreated(&before, &after);
+        assert_only_the_hot_links_were_recreated(&before, &after);
     } else {
         assert_eq!(
             perf_event_fds(d.pid()),
-            MANY - 1,
-            "the hot function's uprobe alone is gone"
+            MANY - HOT.len(),
+            "the hot functions' uprobes alone are gone"
         );
     }
 }
 
-/// The kernel's view (link fdinfo) before and after the detach: the links without the hot
-/// function are the same links, the one with it was replaced by one of its other functions.
+/// The kernel's view (link fdinfo) before and after the detach: the links without a hot
+/// function are the same links, each one with one was replaced by one of its other functions.
 /// Kernels before 6.13 do not list a link's cookies; then only the number of links is checked.
-fn assert_only_the_hot_link_was_recreated(before: &UprobeLinks, after: &UprobeLinks) {
+fn assert_only_the_hot_links_were_recreated(before: &UprobeLinks, after: &UprobeLinks) {
     assert_eq!(after.len(), before.len(), "{after:?}");
     if before.values().all(|cookies| cookies.is_empty()) {
         return;
@@ -341,24 +352,32 @@ fn assert_only_the_hot_link_was_recreated(before: &UprobeLinks, after: &UprobeLi
         before.values().all(|c| c.len() <= MULTI_LINK_FUNCTIONS),
         "{before:?}"
     );
-    let (hot_id, hot_cookies) = before
-        .iter()
-        .find(|(_, c)| c.contains(&HOT))
-        .expect("the hot function is on a link");
-    for (id, cookies) in before.iter().filter(|(id, _)| *id != hot_id) {
+    let is_hot = |cookies: &Vec<usize>| cookies.iter().any(|c| HOT.contains(c));
+    for (id, cookies) in before.iter().filter(|(_, c)| !is_hot(c)) {
         assert_eq!(
             after.get(id),
             Some(cookies),
             "link {id} is left as it was: {after:?}"
         );
     }
-    let new: Vec<_> = after.iter().filter(|(id, _)| !before.contains_key(*id)).collect();
-    let expected: Vec<usize> = hot_cookies.iter().copied().filter(|&c| c != HOT).collect();
-    assert_eq!(new.len(), 1, "one link re-created: {after:?}");
+    let mut expected: Vec<Vec<usize>> = before
+        .values()
+        .filter(|c| is_hot(c))
+        .map(|c| c.iter().copied().filter(|c| !HOT.contains(c)).collect())
+        .collect();
+    let mut new: Vec<Vec<usize>> = after
+        .iter()
+        .filter(|(id, _)| !before.contains_key(*id))
+        .map(|(_, c)| c.clone())
+        .collect();
     assert_eq!(
-        new[0].1, &expected,
-        "the re-created link holds the others of the hot link"
+        expected.len(),
+        HOT.len(),
+        "the hot functions are on different links: {before:?}"
     );
+    expected.sort();
+    new.sort();
+    assert_eq!(new, expected, "each hot link re-created with its other functions");
 }
 
 /// The daemon's uprobe-multi links: link id -> the function ids (cookies) it probes, sorted
@@ -405,7 +424,7 @@ fn perf_event_fds(pid: u32) -> usize {
 }
 
 /// A program of MANY small functions `many_fn_NNNN`, generated and compiled once per test
-/// process: `manyfuncs HOT N` calls each function once, then function HOT N times.
+/// process: `manyfuncs N HOT...` calls each function once, then the functions HOT in turns, N times each.
 fn many_functions_program() -> PathBuf {
     static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     BUILT
@@ -424,7 +443,7 @@ fn many_functions_program() -> PathBuf {
             }
             c += "};\n";
             c += &format!(
-                "int main(int argc, char **argv)\n{{\n\tif (argc != 3) return 2;\n\tlong hot = atol(argv[1]), n = atol(argv[2]);\n\tif (hot < 0 || hot >= {MANY}) return 2;\n\tfor (int i = 0; i < {MANY}; i++) fns[i](i);\n\tfor (long i = 0; i < n; i++) fns[hot]((int)i);\n\treturn 0;\n}}\n"
+                "int main(int argc, char **argv)\n{{\n\tif (argc < 2) return 2;\n\tlong n = atol(argv[1]);\n\tfor (int i = 0; i < {MANY}; i++) fns[i](i);\n\tfor (int a = 2; a < argc; a++)\n\t\tif (atol(argv[a]) < 0 || atol(argv[a]) >= {MANY}) return 2;\n\tfor (long i = 0; i < n; i++)\n\t\tfor (int a = 2; a < argc; a++) fns[atol(argv[a])]((int)i);\n\treturn 0;\n}}\n"
             );
             let src = out_dir.join("manyfuncs.c");
             std::fs::write(&src, c).unwrap();
