@@ -1,12 +1,13 @@
 //! Function uprobes: which links hold which functions, attaching them, and detaching the
 //! functions a counting run finds called too often.
 //!
-//! Functions are attached with one uprobe-multi link per binary (one fd, one symbol-table
-//! pass, and a detach that does not wait once per function) on kernels that have them
-//! (probed before loading, see `kernel`), else one link per function. A multi link the
-//! kernel refuses is split in halves until the parts are accepted; names that do not
-//! resolve to one offset, and single functions no multi link took, get a link of their own.
-//! The calls of every function are counted in the kernel either way.
+//! Functions are attached with uprobe-multi links on kernels that have them (probed before
+//! loading, see `kernel`), else one link per function. A binary's functions, in offset
+//! order, are split over links of at most [`MULTI_LINK_FUNCTIONS`] each (one fd and one
+//! kernel pass per link, and a detach that re-creates only the link holding the function).
+//! A multi link the kernel refuses is split in halves until the parts are accepted; names
+//! that do not resolve to one offset, and single functions no multi link took, get a link
+//! of their own. The calls of every function are counted in the kernel either way.
 //!
 //! With a call limit (`detach_functions_after_calls`, for profiles), a function counted that
 //! often is no infrequent function whatever it does later, and a trap per call is what a
@@ -26,6 +27,18 @@ use crate::config::FunctionSpec;
 
 /// How often the counts are read for functions past the call limit.
 const DETACH_CHECK_EVERY: Duration = Duration::from_millis(250);
+
+/// Most functions one uprobe-multi link holds. Creating or dropping a link costs the kernel
+/// one uprobe (un)registration per offset, each walking the processes that map the binary,
+/// and a detach re-creates the whole link without the hot function: with one link per
+/// binary, Redis's 3,253 functions were re-registered at every look that found a new hot
+/// function (31 looks in one run of RabbitMQ's beam.smp). 256 makes that re-creation about
+/// a thirteenth of such a link's, while a binary of 3,000-odd functions still needs only a
+/// dozen links (fds). Smaller would not pay: measured on Redis under load, re-creating costs
+/// about 0.06 ms per function, while releasing a link waits for the kernel's uprobe grace
+/// period (60-170 ms); a look's releases share one wait (see [`drop_together`]), but links
+/// of a few functions would be many threads per look and many waits when a run ends.
+pub const MULTI_LINK_FUNCTIONS: usize = 256;
 
 /// The two programs a function's call can run (`function_hit`, `function_hit_multi`).
 pub struct HitPrograms<'a, 'obj> {
@@ -122,8 +135,8 @@ impl Uprobes {
         Ok(())
     }
 
-    /// Links `functions` of `binary`: those with an offset on one multi link (split when
-    /// refused), the rest one by one.
+    /// Links `functions` of `binary`: those with an offset on multi links of at most
+    /// [`MULTI_LINK_FUNCTIONS`] neighbours (split when refused), the rest one by one.
     fn attach(
         &mut self,
         progs: &HitPrograms,
@@ -133,9 +146,14 @@ impl Uprobes {
     ) -> Result<()> {
         let (found, mut rest): (Vec<_>, Vec<_>) = functions.iter().partition(|(_, o)| o.is_some());
         if found.len() > 1 && self.multi {
-            let found: Vec<(usize, usize)> = found.iter().filter_map(|&(id, o)| Some((id, o?))).collect();
-            let left = self.attach_multi_split(progs.multi, binary, &found);
-            rest.extend(left.into_iter().map(|(id, o)| (id, Some(o))));
+            let mut found: Vec<(usize, usize)> = found.iter().filter_map(|&(id, o)| Some((id, o?))).collect();
+            // neighbours in the binary (one source file, one subsystem) tend to turn hot
+            // together, so one look's detaches touch fewer links
+            found.sort_unstable_by_key(|&(_, offset)| offset);
+            for part in balanced_parts(&found, MULTI_LINK_FUNCTIONS) {
+                let left = self.attach_multi_split(progs.multi, binary, part);
+                rest.extend(left.into_iter().map(|(id, o)| (id, Some(o))));
+            }
         } else {
             rest.extend(found);
         }
@@ -220,8 +238,8 @@ impl Uprobes {
     }
 
     /// Detaches every function whose count (`calls`, by id) reached the call limit: each
-    /// link holding one is replaced by a link of its other functions. Returns how many were
-    /// detached now.
+    /// link holding any is replaced, once per look however many it holds, by a link of its
+    /// other functions; the other links stay. Returns how many were detached now.
     pub fn detach_past_limit(&mut self, progs: &HitPrograms, calls: &[u64]) -> Result<usize> {
         self.last_check = Instant::now();
         let limit = self.call_limit;
@@ -230,25 +248,71 @@ impl Uprobes {
             .into_iter()
             .partition(|l| l.functions.iter().any(|&(id, _)| hot(id)));
         self.links = kept;
+        let started = Instant::now();
+        let links = touched.len();
         let mut now = 0;
-        for link in touched {
+        let mut relink = Vec::with_capacity(links);
+        for link in &touched {
             let (gone, stay): (Vec<_>, Vec<_>) = link.functions.iter().copied().partition(|&(id, _)| hot(id));
             now += gone.len();
             self.detached.extend(gone.iter().map(|&(id, _)| id));
-            let binary = link.binary.clone();
-            // the old link goes first: a call in between is not counted, never counted twice
-            drop(link);
+            relink.push((link.binary.clone(), stay));
+        }
+        // the old links go first: a call in between is not counted, never counted twice
+        drop_together(touched);
+        let dropped = started.elapsed();
+        let relinked: usize = relink.iter().map(|(_, stay)| stay.len()).sum();
+        for (binary, stay) in relink {
             self.attach(progs, &binary, &stay, true)?;
         }
         if now > 0 {
             log::info!(
-                "detached {now} functions called {} times or more ({} in all)",
+                "detached {now} functions called {} times or more ({} in all): {links} links dropped in {} ms, re-created with {relinked} functions in {} ms",
                 self.call_limit,
-                self.detached.len()
+                self.detached.len(),
+                dropped.as_millis(),
+                (started.elapsed() - dropped).as_millis()
             );
         }
         Ok(now)
     }
+}
+
+/// Most threads [`drop_together`] releases links on.
+const DROP_THREADS: usize = 16;
+
+/// Drops `links` at once. Releasing a uprobe link waits for the kernel's uprobe grace period
+/// (tens of ms on a loaded machine); one after another, a look that touches k links waits k
+/// times, while releases on threads of their own wait for the same grace period.
+fn drop_together(links: Vec<ProbeLink>) {
+    if links.len() < 2 {
+        drop(links);
+        return;
+    }
+    let per_thread = links.len().div_ceil(DROP_THREADS);
+    let mut links = links;
+    std::thread::scope(|scope| {
+        while !links.is_empty() {
+            let part: Vec<ProbeLink> = links.drain(..per_thread.min(links.len())).collect();
+            // a thread that cannot be started leaves its part to be dropped here (waiting)
+            let _ = std::thread::Builder::new()
+                .name("uprobe-drop".into())
+                .spawn_scoped(scope, move || drop(part));
+        }
+    });
+}
+
+/// `items` in consecutive parts of at most `most` each, as equal in size as can be (so no
+/// part is a lone leftover).
+fn balanced_parts<T>(items: &[T], most: usize) -> impl Iterator<Item = &[T]> {
+    let parts = items.len().div_ceil(most.max(1)).max(1);
+    let (size, longer) = (items.len() / parts, items.len() % parts);
+    let mut rest = items;
+    (0..parts).map(move |i| {
+        let (part, after) = rest.split_at(size + usize::from(i < longer));
+        rest = after;
+        part
+    })
 }
 
 /// Raises the soft open-file limit towards `wanted` (one fd per uprobe link when the
@@ -267,5 +331,29 @@ fn raise_fd_limit(wanted: u64) {
         if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
             log::debug!("could not raise the open-file limit to {}", lim.rlim_cur);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parts_are_bounded_balanced_and_keep_every_item_in_order() {
+        let sizes = |n: usize, most: usize| {
+            let items: Vec<usize> = (0..n).collect();
+            let parts: Vec<&[usize]> = balanced_parts(&items, most).collect();
+            assert_eq!(parts.concat(), items, "n {n}, most {most}");
+            parts.iter().map(|p| p.len()).collect::<Vec<_>>()
+        };
+        assert_eq!(sizes(1000, 256), [250, 250, 250, 250]);
+        assert_eq!(sizes(257, 256), [129, 128]);
+        assert_eq!(sizes(256, 256), [256]);
+        assert_eq!(
+            sizes(3253, 256),
+            [251, 251, 251, 250, 250, 250, 250, 250, 250, 250, 250, 250, 250]
+        );
+        assert_eq!(sizes(2, 256), [2]);
+        assert_eq!(sizes(0, 256), [0]);
     }
 }
