@@ -56,15 +56,11 @@ fn diagnose_cmd(
     let mut testbed = None;
     if let Some(sc) = &sc {
         note_missing_contexts(&mut d, &timeline, sc, profile)?;
-        if let Some(dir) = testbed_trace {
-            let side = drift::load_testbed(dir, sc)?;
-            testbed = Some(drift::compare(
-                &timeline.environments,
-                &side,
-                sc,
-                &dir.display().to_string(),
-            ));
-        }
+        let side = match testbed_trace {
+            Some(dir) => Some((dir.display().to_string(), drift::load_testbed(dir, sc)?)),
+            None => profiled_testbed(profile, sc)?,
+        };
+        testbed = side.map(|(label, side)| drift::compare(&timeline.environments, &side, sc, &label));
     }
     if json {
         println!(
@@ -81,6 +77,19 @@ fn diagnose_cmd(
     // back to the allocator one by one would cost a tenth of the command
     std::mem::forget(timeline);
     Ok(true)
+}
+
+/// The testbed's side a profile kept (its first fault-free run), when it has one.
+pub(crate) fn profiled_testbed(
+    profile: Option<&Path>,
+    sc: &Scenario,
+) -> Result<Option<(String, Vec<drift::Sample>)>> {
+    let Some(path) = profile else {
+        return Ok(None);
+    };
+    let kept = profile::load(path)?.environments;
+    let label = format!("profile {} (its first fault-free run)", path.display());
+    Ok((!kept.is_empty()).then(|| (label, drift::from_profile(&kept, sc))))
 }
 
 /// The diagnosis as JSON, with the comparison of the testbed with production under

@@ -643,7 +643,7 @@ mod tests {
                 verdict: Verdict::Different,
                 production: Some("/etc/kv.conf".into()),
                 testbed: Some("/w/kv.conf".into()),
-                detail: "1 lines differ; paired by argument 1".into(),
+                detail: "1 line differs; paired by argument 1".into(),
                 lines: vec![LineChange {
                     production: Some("fsync everysec".into()),
                     testbed: Some("fsync always".into()),

@@ -278,7 +278,7 @@ fn reproduce_cmd(mut a: ReproduceArgs) -> Result<bool> {
     let runner = TestbedRunner::new(&sc, &scenario_file, &timeline.functions).on(a.runner.clone());
     let result = Search::new(&sc, &d, cfg, &runner, &Stderr)?.run()?;
     let chain = causal_chain(&sc, &timeline, &result, &a.out, a.profile.as_deref())?;
-    let drift = testbed_drift(&sc, &timeline, &result, &a.out);
+    let drift = testbed_drift(&sc, &timeline, &result, &a.out, a.profile.as_deref())?;
     if drift.is_some() {
         write_shared(
             &a.out.join("diagnosis.json"),
@@ -355,22 +355,30 @@ fn causal_chain(
     Ok(found)
 }
 
-/// The testbed's side (a run the search kept) compared with production's; when no schedule
-/// was found, its differences go to stderr first: the testbed is the first suspect.
+/// The testbed's side (a run the search kept, else what the profile kept of its first
+/// fault-free run) compared with production's; when no schedule was found, its differences
+/// go to stderr first: the testbed is the first suspect.
 fn testbed_drift(
     sc: &Scenario,
     timeline: &Timeline,
     result: &reproducer::search::SearchResult,
     out: &Path,
-) -> Option<drift::Drift> {
-    let (label, side) = drift::from_search(out, sc)?;
+    profile_file: Option<&Path>,
+) -> Result<Option<drift::Drift>> {
+    let side = match drift::from_search(out, sc) {
+        Some(side) => Some(side),
+        None => crate::profiled_testbed(profile_file, sc)?,
+    };
+    let Some((label, side)) = side else {
+        return Ok(None);
+    };
     let found = drift::compare(&timeline.environments, &side, sc, &label);
     if result.schedule.is_none() {
         for line in drift::headlines(&found) {
             eprintln!("reproducer: {line}");
         }
     }
-    Some(found)
+    Ok(Some(found))
 }
 
 /// The search's progress, a line at a time on stderr.

@@ -185,7 +185,14 @@ fn contents_verdict(a: &ConfigFile, b: &ConfigFile) -> (Verdict, String, Vec<Lin
             } else {
                 String::new()
             };
-            (Verdict::Different, format!("{n} lines differ{more}"), shown)
+            (
+                Verdict::Different,
+                format!(
+                    "{n} {}{more}",
+                    if n == 1 { "line differs" } else { "lines differ" }
+                ),
+                shown,
+            )
         }
         (true, false) => (
             Verdict::Same,

@@ -21,7 +21,8 @@
 //!   blanks ignored, `files.rs`), else the SHA-256 says whether they differ;
 //! - **kernel** (each side's dump), **rlimits** by resource, **cgroup limits** by file.
 //!
-//! `side.rs` reads each side's processes out of dumps; `render.rs` writes the section.
+//! `side.rs` reads each side's processes out of dumps (or a profile); `render.rs` writes
+//! the section.
 use std::collections::BTreeMap;
 
 use serde::Serialize;
@@ -37,7 +38,7 @@ mod tests;
 
 pub use files::{line_changes, soname, LineChange};
 pub use render::{headlines, markdown, text, TITLE};
-pub use side::{from_search, load_testbed, samples, Sample};
+pub use side::{from_profile, from_search, load_testbed, samples, to_profile, ProfiledProcess, Sample};
 
 /// Most differing lines kept per configuration file.
 pub const MAX_LINES: usize = 12;
@@ -163,7 +164,18 @@ pub fn compare(production: &[Sample], testbed: &[Sample], scenario: &Scenario, l
             let key = (node, program.clone());
             rows.program = program.clone();
             match (prod.get(&key), test.get(&key)) {
-                (Some(p), Some(t)) => compare_process(&mut rows, p, t),
+                (Some(p), Some(t)) => {
+                    compare_process(&mut rows, p, t);
+                    for (side, s) in [("production", p), ("the testbed", t)] {
+                        let n = s.environment.dropped_files;
+                        if n > 0 {
+                            drift.notes.push(format!(
+                                "{}/{program}: {side} left {n} files (libraries or configuration) unrecorded at tracerd's bounds: they were not compared",
+                                n_name(scenario, node)
+                            ));
+                        }
+                    }
+                }
                 (p, t) => {
                     let cmd = |s: &Sample| s.cmdline.join(" ");
                     rows.values(
@@ -178,6 +190,10 @@ pub fn compare(production: &[Sample], testbed: &[Sample], scenario: &Scenario, l
         }
     }
     drift
+}
+
+fn n_name(scenario: &Scenario, node: usize) -> &str {
+    &scenario.nodes[node].name
 }
 
 /// Rows of one node's program under construction.
@@ -308,7 +324,7 @@ fn compare_libraries(rows: &mut Rows, pe: &ProcEnvironment, te: &ProcEnvironment
         }
     }
     if same > 0 {
-        let detail = format!("{same} libraries, each the same version and build");
+        let detail = format!("{same} more, each the same version and build");
         rows.push(Kind::Library, "the others", Verdict::Same, [None, None], detail);
     }
 }
@@ -344,7 +360,7 @@ fn compare_limits(rows: &mut Rows, pe: &ProcEnvironment, te: &ProcEnvironment) {
             "the others",
             Verdict::Same,
             [None, None],
-            format!("{same} limits the same"),
+            format!("{same} more, each the same"),
         );
     }
     let cg = |e: &ProcEnvironment| -> BTreeMap<String, String> {

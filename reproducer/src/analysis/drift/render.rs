@@ -147,12 +147,15 @@ pub fn text(d: &Drift) -> String {
             (None, Some(t)) => format!(" — testbed {t}"),
             (None, None) => String::new(),
         };
+        let detail = match r.detail.is_empty() {
+            true => String::new(),
+            false => format!(": {}", r.detail),
+        };
         let _ = writeln!(
             out,
-            "  {}: {}: {}{sides}",
+            "  {}: {}{detail}{sides}",
             subject(r),
-            verdict_name(r.verdict),
-            r.detail
+            verdict_name(r.verdict)
         );
         for c in &r.lines {
             let _ = writeln!(
@@ -180,31 +183,32 @@ fn cell(s: &str) -> String {
 /// The markdown section (report.md).
 pub fn markdown(d: &Drift) -> String {
     let mut out = format!("## {TITLE}\n\n");
-    let _ = writeln!(
-        out,
-        "The testbed's side is the run `{}`. {}\n",
-        d.testbed,
-        summary(d)
-    );
+    let _ = writeln!(out, "The testbed's side: `{}`. {}\n", d.testbed, summary(d));
     if !d.rows.is_empty() {
         out.push_str(
             "| node | program | what | production | testbed | verdict |\n|---|---|---|---|---|---|\n",
         );
         for r in &d.rows {
-            let v = match r.verdict {
+            let mut v = match r.verdict {
                 Verdict::Same => verdict_name(r.verdict).to_string(),
                 v => format!("**{}**", verdict_name(v)),
             };
+            if !r.detail.is_empty() {
+                v = format!("{v}: {}", r.detail);
+            }
+            let what = match r.kind {
+                Kind::Kernel => "kernel".to_string(),
+                k => format!("{} {}", kind_name(k), r.name),
+            };
             let _ = writeln!(
                 out,
-                "| {} | {} | {} {} | {} | {} | {v}: {} |",
+                "| {} | {} | {} | {} | {} | {} |",
                 cell(&r.node),
                 cell(&r.program),
-                kind_name(r.kind),
-                cell(&r.name),
+                cell(&what),
                 cell(r.production.as_deref().unwrap_or("")),
                 cell(r.testbed.as_deref().unwrap_or("")),
-                cell(&r.detail)
+                cell(&v)
             );
         }
         out.push('\n');
@@ -231,6 +235,7 @@ fn summary(d: &Drift) -> String {
     match h.len() {
         0 if d.rows.is_empty() => "Nothing could be compared.".into(),
         0 => "Everything compared matches: the same builds, configuration files, kernel and limits.".into(),
-        n => format!("{n} difference(s): {}.", h.join("; ")),
+        1 => format!("1 difference: {}.", h[0]),
+        n => format!("{n} differences: {}.", h.join("; ")),
     }
 }

@@ -1,10 +1,11 @@
 //! Each side's processes, as the comparison needs them: production's from the dumps the
 //! timeline read, the testbed's from a run's trace (`--testbed-trace`, or a run a search
-//! kept under its output directory), both mapped to scenario nodes.
+//! kept under its output directory, or what a profile kept of its first fault-free run),
+//! both mapped to scenario nodes.
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use tracedump::dump::{Dump, DumpMeta};
 use tracedump::environment::ProcEnvironment;
 
@@ -156,4 +157,46 @@ fn run_dirs(dir: &Path, depth: u32, out: &mut Vec<PathBuf>) {
             run_dirs(&path, depth + 1, out);
         }
     }
+}
+
+/// A node's program as a profile keeps it (`Profile::environments`): the testbed's side when
+/// no run is named.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ProfiledProcess {
+    pub node: String,
+    pub program: String,
+    pub kernel: String,
+    #[serde(default)]
+    pub cmdline: Vec<String>,
+    pub environment: ProcEnvironment,
+}
+
+/// What a profile keeps of a run's samples: each node's program's first process.
+pub fn to_profile(samples: &[Sample], scenario: &Scenario) -> Vec<ProfiledProcess> {
+    super::by_program(samples)
+        .into_values()
+        .map(|s| ProfiledProcess {
+            node: scenario.nodes[s.node].name.clone(),
+            program: s.program.clone(),
+            kernel: s.kernel.clone(),
+            cmdline: s.cmdline.clone(),
+            environment: s.environment.clone(),
+        })
+        .collect()
+}
+
+/// The samples a profile kept, for the nodes `scenario` has.
+pub fn from_profile(kept: &[ProfiledProcess], scenario: &Scenario) -> Vec<Sample> {
+    kept.iter()
+        .filter_map(|p| {
+            Some(Sample {
+                node: scenario.node_index(&p.node)?,
+                kernel: p.kernel.clone(),
+                program: p.program.clone(),
+                cmdline: p.cmdline.clone(),
+                environment: p.environment.clone(),
+                ..Default::default()
+            })
+        })
+        .collect()
 }

@@ -347,7 +347,12 @@ fn kernel_limits_and_cgroups_are_rows_of_the_same_table() {
         file: "memory.max".into(),
         value: "536870912".into(),
     });
+    t.environment.dropped_files = 2;
     let d = compare(&[p], &[t], &s, "r");
+    assert_eq!(
+        d.notes[..1],
+        ["cache/redis-server: the testbed left 2 files (libraries or configuration) unrecorded at tracerd's bounds: they were not compared"]
+    );
     let diffs: Vec<(Kind, &str, Verdict)> = d
         .differences()
         .map(|r| (r.kind, r.name.as_str(), r.verdict))
@@ -385,6 +390,7 @@ fn a_node_s_program_is_its_first_process_and_wrappers_are_no_drift() {
     let wrapper = sample(0, "/bin/sh -c redis-server", ProcEnvironment::default());
     let d = compare(&[child, p], &[wrapper, t], &s, "r");
     assert_eq!(d.differences().count(), 0, "{d:#?}");
+    assert!(!d.notes.iter().any(|n| n.contains("unrecorded")), "{:?}", d.notes);
     let program = d
         .rows
         .iter()
@@ -415,4 +421,29 @@ fn truncated_captures_compare_their_common_lines() {
         c[0].lines
     );
     assert!(c[0].detail.contains("after the first 8 bytes"), "{}", c[0].detail);
+}
+
+#[test]
+fn a_profile_keeps_each_node_s_program_as_its_testbed_side() {
+    let s = scenario();
+    let mut child = redis("/w/redis.conf", "garbage\n");
+    child.start_ns = 9;
+    let run = [redis("/w/redis.conf", REDIS_CONF), child];
+    let kept = to_profile(&run, &s);
+    assert_eq!(kept.len(), 1, "the first process of the program only");
+    assert_eq!(
+        (kept[0].node.as_str(), kept[0].program.as_str()),
+        ("cache", "redis-server")
+    );
+    let json = serde_json::to_string(&kept).unwrap();
+    let back: Vec<ProfiledProcess> = serde_json::from_str(&json).unwrap();
+    let side = from_profile(&back, &s);
+    let d = compare(
+        &[redis("/etc/redis/redis.conf", REDIS_CONF)],
+        &side,
+        &s,
+        "profile p.json",
+    );
+    assert_eq!(d.differences().count(), 0, "{d:#?}");
+    assert!(config_rows(&d)[0].verdict == Verdict::Same);
 }
