@@ -130,7 +130,7 @@ fn pair<'a>(p: &'a Sample, t: &'a Sample) -> Vec<(Option<&'a ConfigFile>, Option
 /// One row per configuration file of the pair of processes.
 pub(super) fn compare_configs(rows: &mut Rows, p: &Sample, t: &Sample) {
     for (pf, tf, role) in pair(p, t) {
-        let name = file_name(&pf.or(tf).map(|f| f.file.path.as_str()).unwrap_or_default()).to_string();
+        let name = file_name(pf.or(tf).map(|f| f.file.path.as_str()).unwrap_or_default()).to_string();
         let path = |f: Option<&ConfigFile>| f.map(|f| f.file.path.clone());
         let (verdict, detail, lines) = match (pf, tf) {
             (Some(a), Some(b)) => contents_verdict(a, b),
