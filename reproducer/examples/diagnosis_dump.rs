@@ -591,6 +591,7 @@ fn profile_of(sigs: &[Signature]) -> Profile {
         functions_not_attached: Vec::new(),
         functions_detached: Vec::new(),
         programs: BTreeMap::new(),
+        environments: Vec::new(),
     }
 }
 

@@ -59,6 +59,11 @@ pub enum Command {
         /// Fault-free profile: failures it shows at a similar rate are benign
         #[arg(long, value_name = "FILE")]
         profile: Option<PathBuf>,
+        /// Compare production's builds, configuration files, kernel and limits with those of
+        /// this testbed run: a run directory (`reproducer run --keep`, a search's
+        /// attempts/NNN/...), its trace directory, or one dump; needs --scenario
+        #[arg(long, value_name = "DIR")]
+        testbed_trace: Option<PathBuf>,
         /// Print the diagnosis as JSON
         #[arg(long)]
         json: bool,

@@ -1,6 +1,7 @@
 //! What `reproducer reproduce` leaves behind: schedule.toml (replayable), report.md (the
 //! production timeline, the diagnosis, the faults chosen and why, the causal chain from the
-//! fault to the failure, every attempt, the final rate with its interval), all written
+//! fault to the failure, the testbed vs production — first when no schedule was found —,
+//! every attempt, the final rate with its interval), all written
 //! atomically.
 use std::fmt::Write as _;
 use std::path::Path;
@@ -11,6 +12,7 @@ use tracedump::event::What;
 
 use crate::analysis::chain::{self, Chain};
 use crate::analysis::diagnose::{self, Diagnosis, FaultGuess, Verdict};
+use crate::analysis::drift::{self, Drift};
 use crate::analysis::timeline::{TimedEvent, Timeline};
 use crate::model::scenario::Scenario;
 use crate::model::schedule::{Action, Schedule};
@@ -355,6 +357,7 @@ pub fn render(
     result: &SearchResult,
     out_dir: &Path,
     chain: Option<&Chain>,
+    drift: Option<&Drift>,
 ) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "# Reproduction report: {}\n", scenario.name);
@@ -387,6 +390,11 @@ pub fn render(
             );
         }
         _ => {}
+    }
+    // a failed search blames the testbed first when it is not production
+    let drift_first = drift.filter(|d| result.schedule.is_none() && d.differences().next().is_some());
+    if let Some(d) = drift_first {
+        out.push_str(&drift::markdown(d));
     }
     if result.jobs > 1 {
         let _ = writeln!(
@@ -430,6 +438,9 @@ pub fn render(
     }
     if result.schedule.is_some() {
         chain::section(&mut out, chain, scenario);
+    }
+    if let Some(d) = drift.filter(|_| drift_first.is_none()) {
+        out.push_str(&drift::markdown(d));
     }
     out.push_str(&crate::search::coverage::markdown(
         &result.ranking,
@@ -574,6 +585,7 @@ mod tests {
             &r,
             Path::new("/out"),
             None,
+            None,
         );
         for needle in [
             "# Reproduction report: kv",
@@ -599,6 +611,7 @@ mod tests {
             &result(Outcome::Missed("the budget is spent".into())),
             Path::new("/out"),
             None,
+            None,
         );
         assert!(
             missed.contains("**Not reproduced at the target rate**: the budget is spent."),
@@ -613,6 +626,64 @@ mod tests {
             Schedule::parse(&toml, "again").unwrap(),
             Schedule::parse(SCHEDULE, "s").unwrap(),
             "the file replays"
+        );
+    }
+
+    #[test]
+    fn a_failed_search_shows_the_testbed_s_differences_first() {
+        use crate::analysis::drift::{Kind, LineChange, Row, Verdict};
+        let scenario = Scenario::parse(SCENARIO, "t").unwrap();
+        let drift = Drift {
+            testbed: "attempts/001/reproducer-run-a".into(),
+            rows: vec![Row {
+                node: "db1".into(),
+                program: "kv".into(),
+                kind: Kind::Config,
+                name: "kv.conf".into(),
+                verdict: Verdict::Different,
+                production: Some("/etc/kv.conf".into()),
+                testbed: Some("/w/kv.conf".into()),
+                detail: "1 line differs; paired by argument 1".into(),
+                lines: vec![LineChange {
+                    production: Some("fsync everysec".into()),
+                    testbed: Some("fsync always".into()),
+                }],
+            }],
+            notes: Vec::new(),
+        };
+        let render_with = |outcome| {
+            let mut r = result(outcome);
+            if matches!(r.outcome, Outcome::Missed(_)) {
+                r.schedule = None;
+            }
+            render(
+                &scenario,
+                &Timeline::default(),
+                &diagnosis(),
+                &r,
+                Path::new("/out"),
+                None,
+                Some(&drift),
+            )
+        };
+        let missed = render_with(Outcome::Missed("the budget is spent".into()));
+        let (section, timeline) = (
+            missed.find("## Testbed vs production").unwrap(),
+            missed.find("## Production timeline").unwrap(),
+        );
+        assert!(section < timeline, "first when the search failed:\n{missed}");
+        assert!(
+            missed.contains(
+                "the testbed's kv.conf (node db1) differs from production's: `fsync always` vs `everysec`"
+            ),
+            "{missed}"
+        );
+        assert!(missed.contains("- fsync everysec\n+ fsync always"), "{missed}");
+        let reproduced = render_with(Outcome::Reproduced);
+        let section = reproduced.find("## Testbed vs production").unwrap();
+        assert!(
+            section > reproduced.find("## How the fault led").unwrap(),
+            "{reproduced}"
         );
     }
 
@@ -639,6 +710,7 @@ mod tests {
             &diagnosis(),
             &r,
             Path::new("/out"),
+            None,
             None,
         );
         assert!(text.contains("**Reproduced** at 9/10"), "{text}");
@@ -733,6 +805,7 @@ mod tests {
             events,
             dumps: Vec::new(),
             functions: Vec::new(),
+            environments: Vec::new(),
         };
         let d = diagnose(&t, Some(&scenario), None);
         let mut out = String::new();

@@ -6,6 +6,7 @@ use anyhow::{bail, Result};
 
 use reproducer::analysis::chain;
 use reproducer::analysis::diagnose::{self, diagnose, BaselineRates};
+use reproducer::analysis::drift;
 use reproducer::analysis::profile;
 use reproducer::analysis::timeline::Timeline;
 use reproducer::model::plan::FaultPlan;
@@ -277,12 +278,28 @@ fn reproduce_cmd(mut a: ReproduceArgs) -> Result<bool> {
     let runner = TestbedRunner::new(&sc, &scenario_file, &timeline.functions).on(a.runner.clone());
     let result = Search::new(&sc, &d, cfg, &runner, &Stderr)?.run()?;
     let chain = causal_chain(&sc, &timeline, &result, &a.out, a.profile.as_deref())?;
+    let drift = testbed_drift(&sc, &timeline, &result, &a.out, a.profile.as_deref())?;
+    if drift.is_some() {
+        write_shared(
+            &a.out.join("diagnosis.json"),
+            &serde_json::to_vec_pretty(&crate::with_drift(&d, drift.as_ref())?)?,
+        )?;
+    }
     if let Some(text) = report::schedule_text(&sc, &result) {
         write_shared(&a.out.join("schedule.toml"), text.as_bytes())?;
     }
     write_shared(
         &a.out.join("report.md"),
-        report::render(&sc, &timeline, &d, &result, &a.out, chain.as_ref()).as_bytes(),
+        report::render(
+            &sc,
+            &timeline,
+            &d,
+            &result,
+            &a.out,
+            chain.as_ref(),
+            drift.as_ref(),
+        )
+        .as_bytes(),
     )?;
     write_shared(
         &a.out.join("result.json"),
@@ -336,6 +353,32 @@ fn causal_chain(
         eprintln!("    no chain arrows: {problem}");
     }
     Ok(found)
+}
+
+/// The testbed's side (a run the search kept, else what the profile kept of its first
+/// fault-free run) compared with production's; when no schedule was found, its differences
+/// go to stderr first: the testbed is the first suspect.
+fn testbed_drift(
+    sc: &Scenario,
+    timeline: &Timeline,
+    result: &reproducer::search::SearchResult,
+    out: &Path,
+    profile_file: Option<&Path>,
+) -> Result<Option<drift::Drift>> {
+    let side = match drift::from_search(out, sc) {
+        Some(side) => Some(side),
+        None => crate::profiled_testbed(profile_file, sc)?,
+    };
+    let Some((label, side)) = side else {
+        return Ok(None);
+    };
+    let found = drift::compare(&timeline.environments, &side, sc, &label);
+    if result.schedule.is_none() {
+        for line in drift::headlines(&found) {
+            eprintln!("reproducer: {line}");
+        }
+    }
+    Ok(Some(found))
 }
 
 /// The search's progress, a line at a time on stderr.

@@ -1,6 +1,6 @@
 //! System tests of the reproducer on the real kernel, as root; one module per topic: faults
 //! injected into tests/programs/faulty.c at the points a schedule names, `profile`, a run's
-//! life, runs side by side, `diagnose` on dumps the real tracerd daemon writes, the bug
+//! life, runs side by side, `diagnose` on dumps the real tracerd daemon writes (and compared with a testbed run's), the bug
 //! benchmark's fast cases end to end, and a search's attempts as jobs of a real Slurm. After every test: no stray process, network
 //! namespace, bridge or BPF link. Each test that needs root is `#[ignore]`d with the reason,
 //! so a plain `cargo test` lists it as skipped; scripts/test runs every one
@@ -13,6 +13,7 @@ mod replay;
 
 mod bugbench;
 mod diagnosis;
+mod drift;
 mod faults;
 mod jobs;
 mod partition;

@@ -52,6 +52,9 @@ pub struct Timeline {
     pub dumps: Vec<DumpInfo>,
     /// BINARY:SYMBOL of every function production traced, with the node whose events name it
     pub functions: Vec<(Option<usize>, String)>,
+    /// the nodes' processes with the environment tracerd recorded (builds, configuration
+    /// files, limits), for the comparison with a testbed run (`drift`)
+    pub environments: Vec<super::drift::Sample>,
 }
 
 impl Timeline {
@@ -154,6 +157,7 @@ impl Timeline {
                 *e = (*e).min(wall(p.start_ns));
             }
         }
+        self.environments.extend(super::drift::samples(meta, &map));
         self.dumps.push(DumpInfo {
             path: path.to_path_buf(),
             host: meta.host.clone(),

@@ -163,6 +163,7 @@ mod tests {
             events,
             dumps: vec![dump],
             functions: Vec::new(),
+            environments: Vec::new(),
         }
     }
 

@@ -14,6 +14,8 @@
 //! - the exits that would otherwise be symptoms (node, program, status or signal, phase:
 //!   start-up or running) and how long each node's start-up takes, so that a helper's
 //!   routine non-zero exit is a norm and not a symptom,
+//! - each node's programs' builds, configuration files and limits as the first run started
+//!   them, the testbed's side of the comparison with production (`drift`),
 //!
 //! plus `<stem>.functions`, the infrequent functions as `BINARY:SYMBOL` lines, which
 //! production tracerd reads with its `functions` setting. Paths are normalized with
@@ -95,6 +97,11 @@ pub struct Profile {
     /// wrappers left out)
     #[serde(default)]
     pub programs: BTreeMap<String, Vec<String>>,
+    /// each node's programs as the first fault-free run started them (builds, configuration
+    /// files, limits): the testbed's side of `diagnose`'s comparison with production (absent
+    /// in profiles written before they were recorded)
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub environments: Vec<crate::analysis::drift::ProfiledProcess>,
 }
 
 /// A failure signature seen in fault-free runs.

@@ -52,6 +52,8 @@ pub struct RunData {
     pub dropped: Dropped,
     pub unmapped_events: u64,
     pub unmapped_syscalls: u64,
+    /// the nodes' processes with their environments (builds, configuration, limits)
+    pub environments: Vec<crate::analysis::drift::Sample>,
 }
 
 /// One node pair and port's silences in one run.
@@ -93,6 +95,7 @@ pub fn run_data(
             *e = (*e).max(ms);
         }
     }
+    data.environments = crate::analysis::drift::samples(&dump.meta, &map);
     let events = dump.events();
     let workdir = workdir_of(scenario, &dump.meta.processes, |pid| map.node(pid));
     data.exits = exits_of(scenario, &events, |pid| map.node(pid), ready_ns);

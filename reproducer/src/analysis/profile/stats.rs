@@ -212,6 +212,12 @@ pub fn aggregate(scenario: &Scenario, candidates: &[Candidate], runs: &[RunData]
         functions_not_attached,
         functions_detached,
         programs: BTreeMap::new(),
+        environments: runs
+            .iter()
+            .map(|r| &r.environments)
+            .find(|e| !e.is_empty())
+            .map(|e| crate::analysis::drift::to_profile(e, scenario))
+            .unwrap_or_default(),
     }
 }
 

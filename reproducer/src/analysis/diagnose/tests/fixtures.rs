@@ -107,6 +107,7 @@ pub fn timeline(mut events: Vec<TimedEvent>) -> Timeline {
         events,
         dumps: Vec::new(),
         functions: Vec::new(),
+        environments: Vec::new(),
     }
 }
 
@@ -223,6 +224,7 @@ pub mod three_nodes {
             events,
             dumps: vec![dump],
             functions: Vec::new(),
+            environments: Vec::new(),
         }
     }
 
