@@ -1,7 +1,8 @@
 //! Redaction: the `[[redact]]` rules (regex → replacement), applied in user space to
 //! everything a dump says about commands and files before it is written — command lines
-//! (each argument on its own), exe and cwd, the open-file table, the paths of failed calls
-//! and the trigger's event. The default rule hides `password|passwd|secret|token|…key=VALUE`.
+//! (each argument on its own), exe and cwd, the configuration files of process environments
+//! (paths and captured contents), the open-file table, the paths of failed calls and the
+//! trigger's event. The default rule hides `password|passwd|secret|token|…key=VALUE`.
 use std::collections::HashMap;
 
 use regex::Regex;
@@ -101,6 +102,12 @@ impl Redactor {
         }
         for s in [&mut p.exe, &mut p.cwd].into_iter().flatten() {
             self.apply_in_place(s);
+        }
+        for c in p.environment.iter_mut().flat_map(|e| e.config_files.iter_mut()) {
+            self.apply_in_place(&mut c.file.path);
+            if let Some(text) = &mut c.contents {
+                self.apply_in_place(text);
+            }
         }
     }
 }
