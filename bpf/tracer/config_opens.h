@@ -55,6 +55,9 @@ static __always_inline __u64 open_flags(struct pt_regs *regs, long nr)
 	if (nr == NR_openat)
 		return regs->dx;
 	bpf_probe_read_user(&flags, sizeof(flags), (void *)regs->dx);
+	/* loaded here: merged with the register loads above, one instruction would read
+	 * through both the stack and pt_regs, which the verifier refuses */
+	asm volatile("" : "+r"(flags));
 	return flags;
 }
 

@@ -222,4 +222,33 @@ mod tests {
         .0
         .contains("redact[0]"));
     }
+
+    #[test]
+    fn configuration_contents_and_paths_are_redacted() {
+        use crate::environment::{ConfigFile, FileIdentity, ProcEnvironment};
+        let r = Redactor::new(&default_rules(), "t").unwrap();
+        let mut p = ProcInfo {
+            environment: Some(ProcEnvironment {
+                config_files: vec![ConfigFile {
+                    file: FileIdentity {
+                        path: "/srv/token=abc/app.conf".into(),
+                        ..Default::default()
+                    },
+                    source: "argument".into(),
+                    contents: Some("port 7000\nadmin_password=hunter2\n".into()),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        r.process(&mut p);
+        let c = &p.environment.unwrap().config_files[0];
+        // the default rule takes the value up to a space, &, ; or ,
+        assert_eq!(c.file.path, "/srv/token=<redacted>");
+        assert_eq!(
+            c.contents.as_deref(),
+            Some("port 7000\nadmin_password=<redacted>\n")
+        );
+    }
 }
