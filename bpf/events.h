@@ -26,6 +26,9 @@ enum tracerd_event_kind {
 	TRACERD_EV_PROCESS_STATE = 4,
 	/* exec or fork of a traced process: feeds the process table, not the ring */
 	TRACERD_EV_PROCESS_START = 5,
+	/* a target opened a regular file under /etc read-only during its start: feeds the
+	 * process's environment (tracerd/src/environment), not the ring */
+	TRACERD_EV_CONFIG_OPEN = 6,
 };
 
 enum tracerd_process_state {
@@ -62,7 +65,8 @@ enum tracerd_counter {
 	TRACERD_CNT_CONNS_FULL = 8,        /* a connection went unwatched: `conns` full */
 	TRACERD_CNT_SYSCALL_COUNTS_FULL = 9, /* a (process, syscall) pair went uncounted */
 	TRACERD_CNT_FD_UNNAMED = 10,       /* the file behind a failed call's fd could not be named (tracer/fdnames.h) */
-	TRACERD_CNT_MAX = 11,
+	TRACERD_CNT_RINGBUF_FULL_CONFIG = 11, /* a configuration file's open went unrecorded (tracer/config_opens.h) */
+	TRACERD_CNT_MAX = 12,
 };
 
 /* Key of syscall_counts: one counter per (process, syscall number). */
@@ -147,6 +151,15 @@ struct tracerd_process_start {
 	__u32 args_len;
 	char exe[TRACERD_EXE_LEN];
 	char args[TRACERD_ARGS_LEN];
+};
+
+/* A regular file under /etc that a target opened read-only in the first config_window_ns
+ * of its life (tracer/config_opens.h): the path as the process named it. */
+struct tracerd_config_open {
+	struct tracerd_header h;
+	__s32 fd;        /* the fd the open returned */
+	__u32 path_len;  /* bytes of path including the NUL */
+	char path[TRACERD_PATH_LEN];
 };
 
 /* Value of open_files, keyed by open id: a target's cwd (tracer/cwd.h). Outlives the

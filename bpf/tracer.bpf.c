@@ -17,6 +17,7 @@
  *   network.h    connections and their silences: look_connections, on_sock_state
  *   cwd.h        the cwd of the targets
  *   fdnames.h    the name of the file behind a failed call's fd
+ *   config_opens.h  the files under /etc a target opens read-only at its start
  *   syscalls.h   failed syscalls, short I/O, fd/connection/cwd tracking: on_sys_exit, fexit_*
  *   functions.h  uprobes: function_hit, function_hit_multi
  *   process.h    pauses, signals, exits, forks and execs: on_sched_switch, on_signal_generate,
@@ -40,6 +41,7 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 #include "tracer/paths.h"
 #include "tracer/cwd.h"
 #include "tracer/fdnames.h"
+#include "tracer/config_opens.h"
 #include "tracer/syscalls.h"
 #include "tracer/functions.h"
 #include "tracer/process.h"

@@ -20,6 +20,9 @@ const volatile __u64 pause_ns = 3000000000ULL;
 const volatile __u64 wakeup_bytes = 1 << 20;
 const volatile __u32 count_syscalls = 0;  /* count every syscall of the targets */
 const volatile __u32 function_events = 1; /* 0 = uprobe hits are only counted */
+/* How long after its start a target's read-only opens under /etc are recorded as its
+ * configuration (config_opens.h); 0 = never, and the verifier drops that code. */
+const volatile __u64 config_window_ns = 0;
 /* Entries in target_cgroups, and the least and greatest level (depth below the cgroup v2
  * root) among them: a task's ancestors are looked up only at those levels. */
 const volatile __u32 target_cgroup_count = 0;
@@ -28,6 +31,10 @@ const volatile __u32 cgroup_level_max = 0;
 
 /* Threads currently in `pauses`; lets sched_switch skip the lookup when 0. */
 __u64 pending_pauses = 0;
+
+/* Boot time until which some target may still be in its start window (set at each target's
+ * fork or exec, config_opens.h): past it, a successful open costs one compare. */
+__u64 config_window_until = 0;
 
 /* jiffies and monotonic time at the first look: the tick rate measured since then
  * converts the sockets' jiffies time stamps without needing the kernel's HZ. */
@@ -40,6 +47,7 @@ struct tracerd_function_hit _fh = {};
 struct tracerd_network_gap _ng = {};
 struct tracerd_process_state_event _ps = {};
 struct tracerd_process_start _pst = {};
+struct tracerd_config_open _co = {};
 struct tracerd_syscall_key _sk = {};
 enum tracerd_event_kind _kind = 0;
 enum tracerd_process_state _state = 0;

@@ -14,6 +14,7 @@
 #include "output.h"
 #include "targets.h"
 #include "cwd.h"
+#include "config_opens.h"
 
 #define TASK_UNINTERRUPTIBLE 0x0002
 #define __TASK_STOPPED 0x0004
@@ -206,8 +207,10 @@ int BPF_PROG(on_process_exit, struct task_struct *p)
 
 static __always_inline void emit_start(__u32 pid, __u32 ppid, struct task_struct *p, struct linux_binprm *bprm)
 {
-	struct tracerd_process_start *e = reserve(sizeof(*e), TRACERD_CNT_RINGBUF_FULL_START);
+	struct tracerd_process_start *e;
 
+	open_config_window();
+	e = reserve(sizeof(*e), TRACERD_CNT_RINGBUF_FULL_START);
 	if (!e)
 		return;
 	fill_header(&e->h, TRACERD_EV_PROCESS_START);

@@ -10,8 +10,9 @@
  * Hot paths return as early as they can: sys_exit looks at the return value
  * and the syscall number before anything else, and only failures (plus the
  * few successful calls that maintain the connection watch and the cwd) go on to the target
- * check. A successful open costs nothing: the file behind an fd is named only when a call
- * on it fails. Short reads and writes of regular files are the other successful calls
+ * check. A successful open costs one compare once no target is starting (config_opens.h
+ * records what targets read under /etc at their start): the file behind an fd is named only
+ * when a call on it fails. Short reads and writes of regular files are the other successful calls
  * looked at: read/write/pread64/pwrite64 returning less than their count (in the
  * saved argument registers, no copy) go on to the target check and the fd's inode.
  * Strings are copied only on the failure path (the path argument, the fd's name) and after
@@ -27,6 +28,7 @@
 #include "network.h"
 #include "cwd.h"
 #include "fdnames.h"
+#include "config_opens.h"
 
 #define AT_FDCWD -100
 #define SOCK_STREAM 1
@@ -325,6 +327,8 @@ static __always_inline int syscall_exit(struct pt_regs *regs, long nr, long ret,
 		}
 		if (nr == NR_chdir || nr == NR_fchdir)
 			return shared ? track_cwd_shared() : track_cwd();
+		if (nr == NR_open || nr == NR_openat || nr == NR_openat2)
+			return check_config_open(regs, nr, ret, shared);
 		if ((unsigned long)nr <= NR_write || nr == NR_pread64 || nr == NR_pwrite64)
 			return check_short_io(regs, nr, ret);
 		return 0;

@@ -10,6 +10,7 @@ mod common;
 mod cgroups;
 mod containers;
 mod daemon;
+mod environment;
 mod events;
 mod export;
 mod fds;

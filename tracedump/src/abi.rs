@@ -21,6 +21,9 @@ pub enum EventKind {
     ProcessState = 4,
     /// exec or fork of a traced process: feeds the process table, never the window
     ProcessStart = 5,
+    /// a target's read-only open of a file under /etc at its start: feeds the process's
+    /// environment, never the window
+    ConfigOpen = 6,
 }
 
 impl EventKind {
@@ -31,6 +34,7 @@ impl EventKind {
             3 => EventKind::NetworkGap,
             4 => EventKind::ProcessState,
             5 => EventKind::ProcessStart,
+            6 => EventKind::ConfigOpen,
             _ => return None,
         })
     }
@@ -161,6 +165,7 @@ mod tests {
             EventKind::NetworkGap,
             EventKind::ProcessState,
             EventKind::ProcessStart,
+            EventKind::ConfigOpen,
         ] {
             assert_eq!(EventKind::from_raw(k as u32), Some(k));
         }

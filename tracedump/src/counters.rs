@@ -22,6 +22,10 @@ pub struct KernelCounters {
     /// than the kernel's buffer); with `open_files_unresolved`, inspect's "unresolved fds"
     #[serde(default)]
     pub fds_unnamed: u64,
+    /// opens of configuration files (under /etc, at a target's start) that found the kernel
+    /// buffer full: missing from their process's `environment.config_files`
+    #[serde(default)]
+    pub buffer_full_config: u64,
 }
 
 /// Counters of the user-space side.
@@ -31,6 +35,10 @@ pub struct RecorderCounters {
     pub malformed: u64,
     pub ring_overwritten: u64,
     pub process_table_evicted: u64,
+    /// processes, configuration opens and looks the environment worker never got (its queue
+    /// was full): their `environment` is missing or incomplete
+    #[serde(default)]
+    pub environment_lost: u64,
 }
 
 /// Everything that was lost, and where.

@@ -1,7 +1,8 @@
 //! Redaction: the `[[redact]]` rules (regex → replacement), applied in user space to
 //! everything a dump says about commands and files before it is written — command lines
-//! (each argument on its own), exe and cwd, the open-file table, the paths of failed calls
-//! and the trigger's event. The default rule hides `password|passwd|secret|token|…key=VALUE`.
+//! (each argument on its own), exe and cwd, the configuration files of process environments
+//! (paths and captured contents), the open-file table, the paths of failed calls and the
+//! trigger's event. The default rule hides `password|passwd|secret|token|…key=VALUE`.
 use std::collections::HashMap;
 
 use regex::Regex;
@@ -101,6 +102,12 @@ impl Redactor {
         }
         for s in [&mut p.exe, &mut p.cwd].into_iter().flatten() {
             self.apply_in_place(s);
+        }
+        for c in p.environment.iter_mut().flat_map(|e| e.config_files.iter_mut()) {
+            self.apply_in_place(&mut c.file.path);
+            if let Some(text) = &mut c.contents {
+                self.apply_in_place(text);
+            }
         }
     }
 }
@@ -214,5 +221,34 @@ mod tests {
         .unwrap_err()
         .0
         .contains("redact[0]"));
+    }
+
+    #[test]
+    fn configuration_contents_and_paths_are_redacted() {
+        use crate::environment::{ConfigFile, FileIdentity, ProcEnvironment};
+        let r = Redactor::new(&default_rules(), "t").unwrap();
+        let mut p = ProcInfo {
+            environment: Some(ProcEnvironment {
+                config_files: vec![ConfigFile {
+                    file: FileIdentity {
+                        path: "/srv/token=abc/app.conf".into(),
+                        ..Default::default()
+                    },
+                    source: "argument".into(),
+                    contents: Some("port 7000\nadmin_password=hunter2\n".into()),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        r.process(&mut p);
+        let c = &p.environment.unwrap().config_files[0];
+        // the default rule takes the value up to a space, &, ; or ,
+        assert_eq!(c.file.path, "/srv/token=<redacted>");
+        assert_eq!(
+            c.contents.as_deref(),
+            Some("port 7000\nadmin_password=<redacted>\n")
+        );
     }
 }

@@ -15,6 +15,7 @@ unsafe impl Plain for tracerd_function_hit {}
 unsafe impl Plain for tracerd_network_gap {}
 unsafe impl Plain for tracerd_process_state_event {}
 unsafe impl Plain for tracerd_process_start {}
+unsafe impl Plain for tracerd_config_open {}
 unsafe impl Plain for tracerd_open_file {}
 unsafe impl Plain for tracerd_conn {}
 unsafe impl Plain for tracerd_pause {}
@@ -28,6 +29,7 @@ const _: () = {
     assert!(abi::EventKind::NetworkGap as u32 == tracerd_event_kind::TRACERD_EV_NETWORK_GAP.0);
     assert!(abi::EventKind::ProcessState as u32 == tracerd_event_kind::TRACERD_EV_PROCESS_STATE.0);
     assert!(abi::EventKind::ProcessStart as u32 == tracerd_event_kind::TRACERD_EV_PROCESS_START.0);
+    assert!(abi::EventKind::ConfigOpen as u32 == tracerd_event_kind::TRACERD_EV_CONFIG_OPEN.0);
     assert!(abi::ProcessState::Paused as u32 == tracerd_process_state::TRACERD_PS_PAUSED.0);
     assert!(abi::ProcessState::Exited as u32 == tracerd_process_state::TRACERD_PS_EXITED.0);
     assert!(abi::ProcessState::Killed as u32 == tracerd_process_state::TRACERD_PS_KILLED.0);

@@ -186,6 +186,7 @@ pub fn take_dump_with(
     let redactor = Redactor::new(&config.redact, "redact").unwrap_or_default();
     let moved = redact_paths(&redactor, rec.ring.iter().chain(ongoing.iter()), &mut blobs);
     let mut processes = rec.procs.snapshot();
+    rec.environments.fill(&mut processes);
     processes.iter_mut().for_each(|p| redactor.process(p));
     let mut open_files = open_files;
     open_files

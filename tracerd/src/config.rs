@@ -12,6 +12,8 @@ pub const DEFAULT_CONFIG: &str = "/etc/tracerd/tracerd.toml";
 pub const MAX_FUNCTIONS: usize = 100_000;
 /// Most (process, syscall) pairs `syscall_count_entries` may ask for.
 pub const MAX_SYSCALL_COUNT_ENTRIES: u32 = 1 << 22;
+/// Most bytes of one configuration file `capture_config_files` may copy into a dump.
+pub const MAX_CAPTURE_CONFIG_FILES: u64 = 1 << 20;
 
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
@@ -74,6 +76,15 @@ pub struct Config {
     /// `metrics_interval_ms`; None = no metrics.
     pub metrics_textfile: Option<PathBuf>,
     pub metrics_interval_ms: u64,
+    /// Files (libraries and configuration files) recorded at most per process in its
+    /// `environment` (what it was built from and configured with); 0 = no environments.
+    pub environment_files: usize,
+    /// How long after a target's start its read-only opens of regular files under /etc count
+    /// as its configuration; 0 = none are recorded (command-line files still are).
+    pub config_window_ms: u64,
+    /// Bytes of each configuration file's contents copied into the dump (after `[[redact]]`);
+    /// 0 = only its size and hash. Off by default: configuration files can hold secrets.
+    pub capture_config_files: u64,
     /// Rewrites of command lines and paths before a dump is written (`[[redact]]`).
     pub redact: Vec<tracedump::redact::RedactRule>,
     /// Dumps that write themselves (`[triggers]`).
@@ -120,6 +131,9 @@ impl Default for Config {
             detach_functions_after_calls: 0,
             metrics_textfile: None,
             metrics_interval_ms: 15_000,
+            environment_files: 256,
+            config_window_ms: 5000,
+            capture_config_files: 0,
             redact: tracedump::redact::default_rules(),
             triggers: Default::default(),
             tolerate_unattachable_functions: false,
@@ -252,6 +266,18 @@ impl Config {
             return bad(
                 "metrics_textfile",
                 "must end in .prom (node_exporter's textfile collector reads only those)",
+            );
+        }
+        if self.environment_files > 65_536 {
+            return bad("environment_files", "must be at most 65536");
+        }
+        if self.config_window_ms > 600_000 {
+            return bad("config_window_ms", "must be at most 600000 (10 minutes)");
+        }
+        if self.capture_config_files > MAX_CAPTURE_CONFIG_FILES {
+            return bad(
+                "capture_config_files",
+                &format!("must be at most {MAX_CAPTURE_CONFIG_FILES} bytes"),
             );
         }
         tracedump::redact::Redactor::new(&self.redact, origin)?;

@@ -153,6 +153,7 @@ impl Engine {
         rodata.wakeup_bytes = (config.kernel_buffer_bytes / 4) as u64;
         rodata.count_syscalls = config.count_syscalls as u32;
         rodata.function_events = config.function_events as u32;
+        rodata.config_window_ns = config.config_window_ms * 1_000_000;
         open.maps.events.set_max_entries(config.kernel_buffer_bytes)?;
         open.maps.open_files.set_max_entries(config.open_files)?;
         open.maps.conns.set_max_entries(config.connections)?;
@@ -331,6 +332,7 @@ impl Engine {
             connections_full: sums[tracerd_counter::TRACERD_CNT_CONNS_FULL.0 as usize],
             syscall_counts_full: sums[tracerd_counter::TRACERD_CNT_SYSCALL_COUNTS_FULL.0 as usize],
             fds_unnamed: sums[tracerd_counter::TRACERD_CNT_FD_UNNAMED.0 as usize],
+            buffer_full_config: sums[tracerd_counter::TRACERD_CNT_RINGBUF_FULL_CONFIG.0 as usize],
         })
     }
 

@@ -52,7 +52,7 @@ pub fn print_text(dump: &Dump, out: &mut impl Write) -> Result<()> {
         out,
         "lost: kernel buffer full {} / {} / {} / {} / {} (syscall/function/network/process/start), overwritten in window {}, \
          paths unreadable {}, blobs lost {}, unresolved fds {}, uprobe attach failures {}, malformed {}, \
-         syscall counters full {}",
+         syscall counters full {}, configuration opens {} and environment messages {} lost",
         c.kernel.buffer_full_syscall,
         c.kernel.buffer_full_function,
         c.kernel.buffer_full_network,
@@ -64,7 +64,9 @@ pub fn print_text(dump: &Dump, out: &mut impl Write) -> Result<()> {
         c.unresolved_fds(),
         c.uprobe_attach_failed,
         c.recorder.malformed,
-        c.kernel.syscall_counts_full
+        c.kernel.syscall_counts_full,
+        c.kernel.buffer_full_config,
+        c.recorder.environment_lost
     )?;
     if let Some(line) = counted_line(m) {
         writeln!(out, "{line}")?;
@@ -76,6 +78,7 @@ pub fn print_text(dump: &Dump, out: &mut impl Write) -> Result<()> {
         m.open_files.len()
     )?;
     print_containers(&m.processes, out)?;
+    print_environments(&m.processes, out)?;
     for e in &events {
         writeln!(
             out,
@@ -98,12 +101,73 @@ pub fn print_json(dump: &Dump, out: &mut impl Write) -> Result<()> {
         serde_json::to_writer(&mut *out, &json)?;
         out.write_all(b"\n")?;
     }
+    // then one line per process with an environment, the whole struct
+    for p in &dump.meta.processes {
+        if let Some(env) = &p.environment {
+            let line = serde_json::json!({
+                "kind": "environment",
+                "host": dump.meta.host,
+                "pid": p.pid,
+                "comm": p.comm,
+                "environment": env,
+            });
+            serde_json::to_writer(&mut *out, &line)?;
+            out.write_all(b"\n")?;
+        }
+    }
     Ok(())
 }
 
 /// The process table by pid; the last entry of a pid is its latest process.
 fn by_pid(procs: &[ProcInfo]) -> HashMap<u32, &ProcInfo> {
     procs.iter().map(|p| (p.pid, p)).collect()
+}
+
+/// One line per process with an environment: "  4312 redis-server  exe /usr/bin/redis-server
+/// build 1a2b…  14 libraries  config /etc/redis/redis.conf (argument 1), /etc/hosts (etc)".
+fn print_environments(procs: &[ProcInfo], out: &mut impl Write) -> Result<()> {
+    let with: Vec<&ProcInfo> = procs.iter().filter(|p| p.environment.is_some()).collect();
+    if with.is_empty() {
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "environments (inspect --json has them whole): {}",
+        with.len()
+    )?;
+    for p in with {
+        let Some(env) = &p.environment else { continue };
+        writeln!(out, "  {:>7} {}  {}", p.pid, p.comm, environment_summary(env))?;
+    }
+    Ok(())
+}
+
+/// The executable and its build id, the number of libraries, the configuration files.
+pub fn environment_summary(env: &tracedump::environment::ProcEnvironment) -> String {
+    let mut line = match &env.executable {
+        Some(exe) => format!(
+            "exe {} build {}",
+            exe.path,
+            exe.build_id.as_deref().unwrap_or("none")
+        ),
+        None => "exe unknown".to_string(),
+    };
+    line += &format!("  {} libraries", env.libraries.len());
+    let configs: Vec<String> = env
+        .config_files
+        .iter()
+        .map(|c| match c.argument {
+            Some(i) => format!("{} ({} {i})", c.file.path, c.source),
+            None => format!("{} ({})", c.file.path, c.source),
+        })
+        .collect();
+    if !configs.is_empty() {
+        line += &format!("  config {}", configs.join(", "));
+    }
+    if env.dropped_files > 0 {
+        line += &format!("  ({} files over the bound)", env.dropped_files);
+    }
+    line
 }
 
 /// One line per process in a container or a pid namespace of its own:

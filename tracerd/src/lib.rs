@@ -11,6 +11,7 @@ pub mod config;
 pub mod config_error;
 pub mod daemon;
 pub mod engine;
+pub mod environment;
 pub mod inspect;
 pub mod kernel;
 mod mapdump;

@@ -153,6 +153,8 @@ pub fn families(s: &Snapshot<'_>) -> Vec<MetricFamily> {
         ("connections_full", k.connections_full),
         ("syscall_counts_full", k.syscall_counts_full),
         ("fds_unnamed", k.fds_unnamed),
+        ("kernel_buffer_full_config", k.buffer_full_config),
+        ("environment_lost", r.environment_lost),
         ("malformed", r.malformed),
         ("window_overwritten", r.ring_overwritten),
         ("process_table_evicted", r.process_table_evicted),

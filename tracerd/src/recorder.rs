@@ -1,6 +1,7 @@
 //! Turns kernel records into window entries: decodes each ring-buffer record (layout from
 //! bpf/events.h via the skeleton), keeps the window, the blob arena and the process table,
-//! and counts everything it receives or drops.
+//! hands what processes start with to their environments (environment/), and counts
+//! everything it receives or drops.
 use tracedump::abi::{c_bytes, comm_bytes, read_struct, EventKind, ProcessState};
 use tracedump::addr::ENCODED_ADDR_LEN;
 pub use tracedump::counters::RecorderCounters;
@@ -8,10 +9,11 @@ use tracedump::process::ProcInfo;
 use tracedump::record::{BlobArena, BlobRef, EventRing, Payload, Record};
 
 use crate::bpf::types::{
-    tracerd_addr, tracerd_function_hit, tracerd_header, tracerd_network_gap, tracerd_process_start,
-    tracerd_process_state_event, tracerd_syscall_failure,
+    tracerd_addr, tracerd_config_open, tracerd_function_hit, tracerd_header, tracerd_network_gap,
+    tracerd_process_start, tracerd_process_state_event, tracerd_syscall_failure,
 };
 use crate::config::Config;
+use crate::environment::Environments;
 use crate::procs::ProcTable;
 use crate::triggers::Triggers;
 
@@ -23,6 +25,8 @@ pub struct Recorder {
     pub ring: EventRing,
     pub blobs: BlobArena,
     pub procs: ProcTable,
+    /// what the processes of the table were built from and configured with
+    pub environments: Environments,
     /// rules that make the daemon dump by itself (None in embedded sessions)
     pub triggers: Option<Triggers>,
     received: u64,
@@ -37,6 +41,7 @@ impl Recorder {
             ring: EventRing::new(config.ring_events),
             blobs: BlobArena::new(config.blob_bytes),
             procs: ProcTable::new(config.processes),
+            environments: Environments::new(config),
             triggers: None,
             received: 0,
             malformed: 0,
@@ -46,6 +51,7 @@ impl Recorder {
 
     pub fn add_processes(&mut self, procs: Vec<ProcInfo>) {
         for p in procs {
+            self.environments.learn(&p, true);
             self.procs.insert(p);
         }
     }
@@ -56,6 +62,7 @@ impl Recorder {
             malformed: self.malformed,
             ring_overwritten: self.ring.overwritten(),
             process_table_evicted: self.procs.evicted(),
+            environment_lost: self.environments.lost(),
         }
     }
 
@@ -96,6 +103,10 @@ impl Recorder {
             EventKind::ProcessState => self.process_state(&h, &read_struct(data)?),
             EventKind::ProcessStart => {
                 self.process_start(&read_struct(data)?);
+                return Some(());
+            }
+            EventKind::ConfigOpen => {
+                self.config_open(&read_struct(data)?);
                 return Some(());
             }
         };
@@ -159,6 +170,7 @@ impl Recorder {
             Some(ProcessState::Exited | ProcessState::Killed)
         ) {
             self.procs.on_exit(h.pid, h.ts_ns);
+            self.environments.exited(h.pid);
         }
         let sender = c_bytes(&e.sender_comm, 0);
         Payload::ProcessState {
@@ -195,9 +207,21 @@ impl Recorder {
                 (!argv.is_empty()).then_some(argv),
                 (!exe.is_empty()).then_some(exe),
             );
+            if let Some(p) = self.procs.get(e.h.pid) {
+                self.environments.learn(p, false);
+            }
         } else {
             self.procs.on_fork(e.h.pid, e.ppid, &comm, e.h.ts_ns);
+            self.environments.fork(e.h.pid, e.ppid);
         }
+    }
+
+    /// A target opened a configuration file at its start: when, counted from its exec or fork.
+    fn config_open(&mut self, e: &tracerd_config_open) {
+        let path = String::from_utf8_lossy(c_bytes(&e.path, e.path_len as usize)).into_owned();
+        let started = self.procs.get(e.h.pid).map_or(e.h.ts_ns, |p| p.start_ns);
+        self.environments
+            .config_open(e.h.pid, path, e.h.ts_ns.saturating_sub(started));
     }
 }
 

@@ -18,6 +18,10 @@ fn function_spec(func: &str, node: &NodeInfo) -> String {
 /// pauses at all is recorded with its longest silence.
 pub const PROFILE_GAP_MS: u64 = 200;
 
+/// Bytes of each configuration file a run records (the testbed's files are the scenario's
+/// own, so no secret is at stake; 64 KiB holds any ordinary configuration file).
+pub const TESTBED_CAPTURE_CONFIG_FILES: u64 = 64 << 10;
+
 pub(super) fn trace_config(
     plan: &FaultPlan,
     infos: &[NodeInfo],
@@ -51,6 +55,9 @@ pub(super) fn trace_config(
         detach_functions_after_calls: opts.detach_functions_after_calls,
         tolerate_unattachable_functions: opts.profiling,
         dump_every_connection: opts.profiling,
+        // the run's environment is compared with production's (drift): with the contents of
+        // its configuration files, so that a difference can name the differing lines
+        capture_config_files: TESTBED_CAPTURE_CONFIG_FILES,
         ..Default::default()
     }
 }

@@ -1,0 +1,135 @@
+//! Process environments: what a target was built from and configured with, as the dump's
+//! process table records it (tracerd/src/environment, bpf/tracer/config_opens.h).
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use crate::common::*;
+
+/// `sha256sum FILE`'s hash.
+fn sha256sum(path: &Path) -> String {
+    let out = run_ok(Command::new("sha256sum").arg(path));
+    out.split_whitespace().next().unwrap_or("").to_string()
+}
+
+/// The build id `readelf -n` prints for `path`.
+fn readelf_build_id(path: &Path) -> String {
+    let out = run_ok(Command::new("readelf").arg("-n").arg(path));
+    out.lines()
+        .find_map(|l| l.trim().strip_prefix("Build ID: "))
+        .unwrap_or_else(|| panic!("readelf -n {} shows no build id", path.display()))
+        .to_string()
+}
+
+fn config_file<'a>(env: &'a serde_json::Value, path: &str) -> &'a serde_json::Value {
+    env["config_files"]
+        .as_array()
+        .and_then(|files| files.iter().find(|c| c["file"]["path"] == path))
+        .unwrap_or_else(|| panic!("no configuration file {path} in {env:#}"))
+}
+
+#[test]
+#[ignore = "system test: needs root (loads BPF programs, creates namespaces); scripts/test runs it"]
+fn a_targets_build_and_configuration_are_recorded() {
+    require_root();
+    let dir = tempfile::tempdir().unwrap();
+    // a copy of dash named as the target: dynamically linked, and it opens nothing under /etc
+    // by itself for -c
+    let shell = dir.path().join("envtest_sh");
+    std::fs::copy("/bin/dash", &shell).expect("copying /bin/dash");
+    let conf = dir.path().join("app.conf");
+    std::fs::write(&conf, "maxmemory 100mb\ndb_password=hunter2\n").unwrap();
+    let config = dir.path().join("tracerd.toml");
+    std::fs::write(&config, "capture_config_files = 65536\n").unwrap();
+    let d = Daemon::start(&[
+        "--config",
+        config.to_str().unwrap(),
+        "--target-comm",
+        "envtest_sh",
+    ]);
+
+    // the configuration file named relative to the cwd; /etc/hostname read at the start
+    let child = Command::new(&shell)
+        .args(["-c", "read h < /etc/hostname; echo ready; read x", "app.conf"])
+        .current_dir(dir.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawning the target");
+    let mut target = Reaped(child);
+    let stdout = target.0.stdout.take().expect("piped stdout");
+    let mut line = String::new();
+    BufReader::new(stdout).read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "ready", "the target read /etc/hostname");
+    let dump = d.dump();
+    let pid = target.pid();
+
+    let meta = inspect_meta(&dump);
+    let p = meta["processes"]
+        .as_array()
+        .and_then(|ps| ps.iter().find(|p| p["pid"] == pid))
+        .expect("the target is in the process table");
+    let env = &p["environment"];
+    let exe = &env["executable"];
+    assert_eq!(exe["path"], shell.to_str().unwrap());
+    assert_eq!(exe["build_id"], readelf_build_id(&shell).as_str());
+    assert_eq!(exe["sha256"], sha256sum(&shell).as_str());
+    let libc = env["libraries"]
+        .as_array()
+        .and_then(|l| {
+            l.iter()
+                .find(|f| f["path"].as_str().is_some_and(|p| p.ends_with("/libc.so.6")))
+        })
+        .unwrap_or_else(|| panic!("dash's libc is among its libraries: {env:#}"));
+    let libc_path = Path::new(libc["path"].as_str().unwrap());
+    assert_eq!(libc["build_id"], readelf_build_id(libc_path).as_str());
+    assert_eq!(libc["sha256"], sha256sum(libc_path).as_str());
+
+    let argument = config_file(env, conf.to_str().unwrap());
+    assert_eq!(argument["source"], "argument");
+    assert_eq!(
+        argument["argument"], 3,
+        "argv[3] names it: dash -c SCRIPT app.conf"
+    );
+    assert_eq!(argument["file"]["sha256"], sha256sum(&conf).as_str());
+    assert_eq!(
+        argument["contents"], "maxmemory 100mb\ndb_password=<redacted>\n",
+        "contents go through the redaction rules"
+    );
+    let hostname = config_file(env, "/etc/hostname");
+    assert_eq!(hostname["source"], "etc");
+    assert_eq!(
+        hostname["file"]["sha256"],
+        sha256sum(Path::new("/etc/hostname")).as_str()
+    );
+    assert_eq!(
+        hostname["contents"].as_str(),
+        Some(std::fs::read_to_string("/etc/hostname").unwrap().as_str())
+    );
+    let after = hostname["opened_after_ns"].as_u64().unwrap();
+    assert!(
+        after > 0 && after < 5_000_000_000,
+        "opened {after} ns into its start"
+    );
+    let rlimits = env["rlimits"].as_array().expect("rlimits");
+    assert!(
+        rlimits.iter().any(|r| r["resource"] == "Max open files"),
+        "{rlimits:?}"
+    );
+    assert_eq!(meta["counters"]["kernel"]["buffer_full_config"], 0);
+
+    let text = run_ok(Command::new(tracerd_bin()).arg("inspect").arg(&dump));
+    let summary = format!(
+        "{pid} envtest_sh  exe {} build {}",
+        shell.display(),
+        readelf_build_id(&shell)
+    );
+    assert!(text.contains(&summary), "inspect shows {summary:?}:\n{text}");
+    let json = inspect_json(&dump);
+    let line = json
+        .iter()
+        .find(|l| l["kind"] == "environment" && l["pid"] == pid)
+        .expect("inspect --json has the environment");
+    assert_eq!(&line["environment"], env);
+}
