@@ -7,7 +7,9 @@
  * absolute path (f_path walked up by paths.h), a pipe as pipe:[ino], an anonymous file by its
  * kind (anon_inode:[eventfd]), a socket without an IP peer as socket:[ino]; a memfd walks to
  * /memfd:NAME. A file that cannot be named (a path deeper or longer than the buffer) is
- * counted in TRACERD_CNT_FD_UNNAMED, never left silently empty.
+ * counted in TRACERD_CNT_FD_UNNAMED, never left silently empty. A walked path is kept in
+ * fd_names (maps.h, where its key says what a cached name can and cannot go stale on), so
+ * a file failing again is not walked again.
  */
 #ifndef TRACERD_TRACER_FDNAMES_H
 #define TRACERD_TRACER_FDNAMES_H
@@ -28,35 +30,53 @@ static const char anon_fmt[] = "anon_inode:%s";
 static const char pidfd_fmt[] = "anon_inode:[pidfd]";
 
 /* The path of `dentry` on `vfsmnt` into out (TRACERD_PATH_LEN bytes); its length with the
- * NUL, 0 when it does not fit. */
+ * NUL, 0 when it does not fit. Walked once per name: the result is kept in fd_names
+ * (maps.h), keyed by what it is made of, so a file failing again costs a lookup and a copy. */
 static __always_inline __u32 path_name(struct dentry *dentry, struct vfsmount *vfsmnt, char *out)
 {
+	struct fs_struct *fs = bpf_get_current_task_btf()->fs;
 	__u32 zero = 0;
 	struct cwd_walk *w = bpf_map_lookup_elem(&cwd_scratch, &zero);
+	struct fd_name *cached;
 	int off;
 
-	if (!w)
+	if (!w || !fs)
 		return 0;
+	w->name_key.dentry = dentry;
+	w->name_key.mnt = vfsmnt;
+	w->name_key.parent = BPF_CORE_READ(dentry, d_parent);
+	w->name_key.name_hash_len = BPF_CORE_READ(dentry, d_name.hash_len);
+	w->name_key.root = fs->root.dentry;
+	cached = bpf_map_lookup_elem(&fd_names, &w->name_key);
+	if (cached) {
+		bpf_probe_read_kernel(out, TRACERD_PATH_LEN, cached->path);
+		return cached->len;
+	}
 	off = walk_path(w, dentry, vfsmnt);
 	if (off < 0)
 		return 0;
 	off &= CWD_HALF - 1;
-	bpf_probe_read_kernel(out, TRACERD_PATH_LEN, &w->buf[off]);
-	return CWD_HALF - off;
+	bpf_probe_read_kernel(w->name.path, TRACERD_PATH_LEN, &w->buf[off]);
+	w->name.len = CWD_HALF - off;
+	bpf_map_update_elem(&fd_names, &w->name_key, &w->name, BPF_ANY);
+	bpf_probe_read_kernel(out, TRACERD_PATH_LEN, w->name.path);
+	return w->name.len;
 }
 
-/* The name of file f into out (TRACERD_PATH_LEN bytes); its length with the NUL, 0 when it
- * cannot be named. */
-static __always_inline __u32 file_name(struct file *f, char *out)
+/* The name of file f (its inode, mode and filesystem given) into out (TRACERD_PATH_LEN
+ * bytes); its length with the NUL, 0 when it cannot be named. */
+static __always_inline __u32 file_name(struct file *f, struct inode *inode, umode_t mode,
+				       unsigned long magic, char *out)
 {
-	struct inode *inode = BPF_CORE_READ(f, f_inode);
-	unsigned long magic = BPF_CORE_READ(inode, i_sb, s_magic);
-	__u64 arg = BPF_CORE_READ(inode, i_ino);
+	struct path path = {};
+	__u64 arg;
 	long n;
 
-	if ((BPF_CORE_READ(inode, i_mode) & S_IFMT) == S_IFSOCK) {
+	if ((mode & S_IFMT) == S_IFSOCK) {
+		arg = BPF_CORE_READ(inode, i_ino);
 		n = bpf_snprintf(out, TRACERD_PATH_LEN, socket_fmt, &arg, sizeof(arg));
 	} else if (magic == PIPEFS_MAGIC) {
+		arg = BPF_CORE_READ(inode, i_ino);
 		n = bpf_snprintf(out, TRACERD_PATH_LEN, pipe_fmt, &arg, sizeof(arg));
 	} else if (magic == ANON_INODE_FS_MAGIC) {
 		arg = (__u64)BPF_CORE_READ(f, f_path.dentry, d_name.name);
@@ -64,7 +84,9 @@ static __always_inline __u32 file_name(struct file *f, char *out)
 	} else if (magic == PIDFS_MAGIC) {
 		n = bpf_snprintf(out, TRACERD_PATH_LEN, pidfd_fmt, NULL, 0);
 	} else {
-		return path_name(BPF_CORE_READ(f, f_path.dentry), BPF_CORE_READ(f, f_path.mnt), out);
+		/* mnt and dentry in one read */
+		bpf_core_read(&path, sizeof(path), &f->f_path);
+		return path_name(path.dentry, path.mnt, out);
 	}
 	return n > 0 && n <= TRACERD_PATH_LEN ? n : 0;
 }
@@ -73,16 +95,18 @@ static __always_inline __u32 file_name(struct file *f, char *out)
  * peer (e->peer), anything else by its name (e->path). */
 static __always_inline void name_fd_file(struct tracerd_syscall_failure *e, struct file *f)
 {
+	struct inode *inode = BPF_CORE_READ(f, f_inode);
+	umode_t mode = BPF_CORE_READ(inode, i_mode);
 	__u32 n;
 
-	if (file_is_socket(f)) {
+	if ((mode & S_IFMT) == S_IFSOCK) {
 		struct sock *sk = file_sock(f);
 		if (sk)
 			sock_endpoints(sk, NULL, &e->peer);
 		if (e->peer.family)
 			return;
 	}
-	n = file_name(f, e->path);
+	n = file_name(f, inode, mode, BPF_CORE_READ(inode, i_sb, s_magic), e->path);
 	if (n)
 		e->path_len = n;
 	else

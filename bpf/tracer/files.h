@@ -16,16 +16,24 @@
 #define S_IFSOCK 0140000
 #define S_IFREG 0100000
 
+/* The current task's struct file of fd, NULL when fd is not open. Run on every short read of
+ * a target (a server's every request on a socket): the task, its fd table and the table's
+ * size and array are read by the typed loads of tracing programs (tp_btf, fexit), not by a
+ * helper call each; only the array's slot, at an index the verifier cannot bound, is. */
 static __always_inline struct file *fd_file(int fd)
 {
-	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
-	struct fdtable *fdt = BPF_CORE_READ(task, files, fdt);
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct files_struct *files = task->files;
+	struct fdtable *fdt;
 	struct file **fds;
 	struct file *f = NULL;
 
-	if (fd < 0 || (unsigned int)fd >= BPF_CORE_READ(fdt, max_fds))
+	if (!files)
 		return NULL;
-	fds = BPF_CORE_READ(fdt, fd);
+	fdt = files->fdt;
+	if (!fdt || fd < 0 || (unsigned int)fd >= fdt->max_fds)
+		return NULL;
+	fds = fdt->fd;
 	bpf_probe_read_kernel(&f, sizeof(f), &fds[fd]);
 	return f;
 }

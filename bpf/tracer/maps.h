@@ -201,10 +201,46 @@ __u32 target_slots[TARGET_SLOTS];
  * its size, so every masked write stays inside the buffer. */
 #define CWD_HALF TRACERD_PATH_LEN
 
+/*
+ * The names of files that calls failed on, walked once (fdnames.h): keyed by what the name is
+ * a function of, so another file (a closed fd's number reused, a struct file or dentry freed
+ * and reallocated) or a rename of the file itself (a new parent or a new name hash) misses.
+ * What the key does not see: a rename of one of the file's ancestor directories, or a mount
+ * moved, keeps the old name until the entry is evicted.
+ */
+struct fd_name_key {
+	struct dentry *dentry;
+	struct vfsmount *mnt;
+	struct dentry *parent;  /* d_parent */
+	__u64 name_hash_len;    /* d_name.hash_len: the name's hash and length */
+	struct dentry *root;    /* the task's root (a chroot, a container): where the walk ends */
+};
+
+struct fd_name {
+	__u32 len; /* with the NUL */
+	char path[TRACERD_PATH_LEN];
+};
+
+/* 4,096 names, about 1.4 MiB: the files failing at once on a host are far fewer than the files
+ * open (a full disk, a read-only mount: a handful of logs and data files), and a miss costs
+ * only one walk (about 700 ns). */
+#define FD_NAME_CACHE_ENTRIES 4096
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, FD_NAME_CACHE_ENTRIES);
+	__type(key, struct fd_name_key);
+	__type(value, struct fd_name);
+} fd_names SEC(".maps");
+
 struct cwd_walk {
 	char buf[2 * CWD_HALF];
 	struct dentry *root_dentry; /* the task's root, where the walk ends (paths.h) */
 	struct vfsmount *root_mnt;
+	/* fdnames.h's cache key and new entry: here, not on the stack, which 6.1 limits to
+	 * 512 bytes across the failure path's calls */
+	struct fd_name_key name_key;
+	struct fd_name name;
 };
 
 struct {

@@ -222,6 +222,7 @@ static __always_inline int check_short_io(struct pt_regs *regs, long nr, long re
 	struct tracerd_syscall_failure *e;
 	struct inode *inode;
 	struct file *f;
+	__u32 tgid;
 	__s64 end;
 	int fd;
 
@@ -229,14 +230,17 @@ static __always_inline int check_short_io(struct pt_regs *regs, long nr, long re
 		want = MAX_RW_COUNT;
 	if ((unsigned long)ret >= want || (reading && ret == 0))
 		return 0;
-	if (!is_target(bpf_get_current_pid_tgid() >> 32))
+	tgid = bpf_get_current_pid_tgid() >> 32;
+	if (!maybe_target(tgid))
 		return 0;
+	/* a target's short reads are mostly of sockets (a server's every request): the file
+	 * type is checked before the target set's cold buckets are */
 	fd = (int)regs->di;
 	f = fd_file(fd);
 	if (!f)
 		return 0;
 	inode = BPF_CORE_READ(f, f_inode);
-	if ((BPF_CORE_READ(inode, i_mode) & S_IFMT) != S_IFREG)
+	if ((BPF_CORE_READ(inode, i_mode) & S_IFMT) != S_IFREG || !is_target(tgid))
 		return 0;
 	if (reading) {
 		end = nr == NR_pread64 ? (__s64)regs->r10 + ret : BPF_CORE_READ(f, f_pos);

@@ -15,13 +15,20 @@
 
 #define EEXIST 17
 
-static __always_inline bool is_target(__u32 tgid)
+/* Whether tgid may be a target: false for most non-targets without touching the set (its
+ * slot holds none); true for every target. */
+static __always_inline bool maybe_target(__u32 tgid)
 {
 	if (!filter_targets)
 		return tgid != self_tgid;
-	if (!target_slots[tgid & (TARGET_SLOTS - 1)])
+	return target_slots[tgid & (TARGET_SLOTS - 1)] != 0;
+}
+
+static __always_inline bool is_target(__u32 tgid)
+{
+	if (!maybe_target(tgid))
 		return false;
-	return bpf_map_lookup_elem(&targets, &tgid) != NULL;
+	return !filter_targets || bpf_map_lookup_elem(&targets, &tgid) != NULL;
 }
 
 static __always_inline void forget_target(__u32 tgid)

@@ -13,6 +13,11 @@
  *   fdholder kinds             a pipe, an eventfd and a memfd ("fdtest"): write() on the
  *                              pipe's read end (EBADF), a 1-byte write() on the eventfd
  *                              (EINVAL), lseek() to -1 on the memfd (EINVAL)
+ *   fdholder reuse A B C       opens A and B read-only in turn, 10 times each, on the same fd
+ *                              number (each closed before the next open, so the kernel may also
+ *                              hand the freed struct file to the next open), and write()s on
+ *                              each (EBADF); then renames B (still open) to C and fails a
+ *                              write on it through the fd it holds, and through a new open
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -173,6 +178,31 @@ static int kinds(void)
 	return 0;
 }
 
+static int reuse(const char *a, const char *b, const char *c)
+{
+	int fd = open_or_die(a, O_RDONLY);
+
+	close(fd);
+	printf("pid %d\nfds %d\n", getpid(), fd);
+	ready();
+	for (int i = 0; i < 20; i++) {
+		int again = open_or_die(i % 2 ? b : a, O_RDONLY);
+
+		if (again != fd || write(again, "x", 1) != -1)
+			return 1;
+		if (i < 19)
+			close(again);
+	}
+	/* fd is b's, still open: renamed under it, then failed on through the fd and a new open */
+	if (rename(b, c) || write(fd, "x", 1) != -1)
+		return 1;
+	close(fd);
+	if (open_or_die(c, O_RDONLY) != fd || write(fd, "x", 1) != -1)
+		return 1;
+	printf("done\n");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -184,6 +214,8 @@ int main(int argc, char **argv)
 		return many(argv[2], atol(argv[3]), atol(argv[4]));
 	if (argc == 2 && !strcmp(argv[1], "kinds"))
 		return kinds();
-	fprintf(stderr, "usage: fdholder direct PATH | scm PATH | many DIR FIRST N | kinds\n");
+	if (argc == 5 && !strcmp(argv[1], "reuse"))
+		return reuse(argv[2], argv[3], argv[4]);
+	fprintf(stderr, "usage: fdholder direct PATH | scm PATH | many DIR FIRST N | kinds | reuse A B C\n");
 	return 2;
 }

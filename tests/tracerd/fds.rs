@@ -179,6 +179,36 @@ fn a_pipe_an_eventfd_and_a_memfd_are_named_by_kind() {
     );
 }
 
+#[test]
+#[ignore = "system test: needs root (loads BPF programs, creates namespaces); scripts/test runs it"]
+fn a_reused_fd_number_and_a_renamed_file_are_named_anew_not_from_the_name_cache() {
+    require_root();
+    // names are cached in the kernel once walked (fdnames.h): an fd number closed and reopened
+    // on another file, perhaps on the same struct file reallocated, must not get the name
+    // cached for the file before, nor a file renamed while open its old name
+    let dir = tempfile::tempdir().unwrap();
+    let [a, b, c] = ["file-a", "file-b", "file-b-renamed"].map(|n| dir.path().join(n));
+    std::fs::write(&a, b"a").unwrap();
+    std::fs::write(&b, b"b").unwrap();
+    let [a, b, c] = [&a, &b, &c].map(|p| p.to_str().unwrap().to_string());
+    let mut h = Holder::start(&program_as("fdholder", "fd_reuse"), &["reuse", &a, &b, &c]);
+    let d = Daemon::start(&["--target-comm", "fd_reuse"]);
+    h.fail();
+    let failures = failures_by_fd(&inspect_json(&d.dump()), h.pid);
+    let mut names: Vec<&str> = (0..20)
+        .map(|i| if i % 2 == 0 { a.as_str() } else { b.as_str() })
+        .collect();
+    names.extend([c.as_str(), c.as_str()]);
+    let expected = BTreeMap::from([(
+        i64::from(h.fds[0]),
+        names.iter().flat_map(|n| write_ebadf(n)).collect::<Vec<_>>(),
+    )]);
+    assert_eq!(
+        failures, expected,
+        "each failure names the file open on the fd then"
+    );
+}
+
 /// The holder's failed writes of `many`: each fd's path, in the order of the files.
 fn many_paths(dir: &Path, first: usize, n: usize) -> Vec<String> {
     (0..n)
