@@ -103,8 +103,9 @@ static __always_inline int record_config_open(struct pt_regs *regs, long nr, lon
 	if ((head & 0xff) == '/') {
 		n = bpf_probe_read_user_str(e->path, sizeof(e->path), upath);
 	} else {
-		/* relative to the cwd or a dirfd: the file's own name says where it is */
-		n = file_name(f, e->path);
+		/* relative to the cwd or a dirfd: the file's own name says where it is (a
+		 * regular file: named by its path, so no inode or filesystem is needed) */
+		n = file_name(f, NULL, S_IFREG, 0, e->path);
 		if (n > 0 && !under_etc(e->path)) {
 			bpf_ringbuf_discard(e, BPF_RB_NO_WAKEUP);
 			return 0;
