@@ -26,6 +26,9 @@ enum tracerd_event_kind {
 	TRACERD_EV_PROCESS_STATE = 4,
 	/* exec or fork of a traced process: feeds the process table, not the ring */
 	TRACERD_EV_PROCESS_START = 5,
+	/* a traced process renamed itself (prctl PR_SET_NAME, a write to /proc/PID/comm):
+	 * feeds the process table, not the ring */
+	TRACERD_EV_PROCESS_RENAME = 6,
 };
 
 enum tracerd_process_state {
@@ -55,7 +58,7 @@ enum tracerd_counter {
 	TRACERD_CNT_RINGBUF_FULL_FUNCTION = 1,
 	TRACERD_CNT_RINGBUF_FULL_GAP = 2,
 	TRACERD_CNT_RINGBUF_FULL_PROCESS = 3,
-	TRACERD_CNT_RINGBUF_FULL_START = 4,
+	TRACERD_CNT_RINGBUF_FULL_START = 4, /* process_start and process_rename records */
 	TRACERD_CNT_PATH_UNREADABLE = 5,   /* a path in user memory was not readable, or a cwd too deep or long (tracer/cwd.h) */
 	TRACERD_CNT_TARGETS_FULL = 6,      /* a new descendant did not fit in `targets` */
 	TRACERD_CNT_PAUSES_FULL = 7,
@@ -146,6 +149,16 @@ struct tracerd_process_start {
 	 * of its argv (NUL-separated) */
 	__u32 args_len;
 	char exe[TRACERD_EXE_LEN];
+	char args[TRACERD_ARGS_LEN];
+};
+
+/* A rename of a target's main thread: h.comm is the new name (what ps and /proc/PID/comm
+ * show), args the first TRACERD_ARGS_LEN bytes of its argv area at that moment (NUL-separated;
+ * a process that rewrote its argv, setproctitle-style, shows its new title there). */
+struct tracerd_process_rename {
+	struct tracerd_header h;
+	__u32 args_len;
+	__u32 reserved;
 	char args[TRACERD_ARGS_LEN];
 };
 

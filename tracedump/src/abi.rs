@@ -21,6 +21,8 @@ pub enum EventKind {
     ProcessState = 4,
     /// exec or fork of a traced process: feeds the process table, never the window
     ProcessStart = 5,
+    /// a traced process renamed itself: feeds the process table, never the window
+    ProcessRename = 6,
 }
 
 impl EventKind {
@@ -31,6 +33,7 @@ impl EventKind {
             3 => EventKind::NetworkGap,
             4 => EventKind::ProcessState,
             5 => EventKind::ProcessStart,
+            6 => EventKind::ProcessRename,
             _ => return None,
         })
     }
@@ -161,6 +164,7 @@ mod tests {
             EventKind::NetworkGap,
             EventKind::ProcessState,
             EventKind::ProcessStart,
+            EventKind::ProcessRename,
         ] {
             assert_eq!(EventKind::from_raw(k as u32), Some(k));
         }
