@@ -29,6 +29,9 @@ enum tracerd_event_kind {
 	/* a target opened a regular file under /etc read-only during its start: feeds the
 	 * process's environment (tracerd/src/environment), not the ring */
 	TRACERD_EV_CONFIG_OPEN = 6,
+	/* a traced process renamed itself (prctl PR_SET_NAME, a write to /proc/PID/comm):
+	 * feeds the process table, not the ring */
+	TRACERD_EV_PROCESS_RENAME = 7,
 };
 
 enum tracerd_process_state {
@@ -58,7 +61,7 @@ enum tracerd_counter {
 	TRACERD_CNT_RINGBUF_FULL_FUNCTION = 1,
 	TRACERD_CNT_RINGBUF_FULL_GAP = 2,
 	TRACERD_CNT_RINGBUF_FULL_PROCESS = 3,
-	TRACERD_CNT_RINGBUF_FULL_START = 4,
+	TRACERD_CNT_RINGBUF_FULL_START = 4, /* process_start and process_rename records */
 	TRACERD_CNT_PATH_UNREADABLE = 5,   /* a path in user memory was not readable, or a cwd too deep or long (tracer/cwd.h) */
 	TRACERD_CNT_TARGETS_FULL = 6,      /* a new descendant did not fit in `targets` */
 	TRACERD_CNT_PAUSES_FULL = 7,
@@ -160,6 +163,16 @@ struct tracerd_config_open {
 	__s32 fd;        /* the fd the open returned */
 	__u32 path_len;  /* bytes of path including the NUL */
 	char path[TRACERD_PATH_LEN];
+};
+
+/* A rename of a target's main thread: h.comm is the new name (what ps and /proc/PID/comm
+ * show), args the first TRACERD_ARGS_LEN bytes of its argv area at that moment (NUL-separated;
+ * a process that rewrote its argv, setproctitle-style, shows its new title there). */
+struct tracerd_process_rename {
+	struct tracerd_header h;
+	__u32 args_len;
+	__u32 reserved;
+	char args[TRACERD_ARGS_LEN];
 };
 
 /* Value of open_files, keyed by open id: a target's cwd (tracer/cwd.h). Outlives the

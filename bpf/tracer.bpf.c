@@ -20,8 +20,9 @@
  *   config_opens.h  the files under /etc a target opens read-only at its start
  *   syscalls.h   failed syscalls, short I/O, fd/connection/cwd tracking: on_sys_exit, fexit_*
  *   functions.h  uprobes: function_hit, function_hit_multi
- *   process.h    pauses, signals, exits, forks and execs: on_sched_switch, on_signal_generate,
- *                on_process_exit, on_process_fork, on_process_exec
+ *   process.h    pauses, signals, exits, forks, execs and renames: on_sched_switch,
+ *                on_signal_generate, on_process_exit, on_process_fork, on_process_exec,
+ *                on_task_rename
  * Each includes the ones it uses; the order below is that order.
  */
 #include "vmlinux.h"

@@ -48,6 +48,7 @@ struct tracerd_network_gap _ng = {};
 struct tracerd_process_state_event _ps = {};
 struct tracerd_process_start _pst = {};
 struct tracerd_config_open _co = {};
+struct tracerd_process_rename _prn = {};
 struct tracerd_syscall_key _sk = {};
 enum tracerd_event_kind _kind = 0;
 enum tracerd_process_state _state = 0;

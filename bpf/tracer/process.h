@@ -5,7 +5,8 @@
  * terminating or stopping signal sent to it and by whom, its exit (exit code, or the killing
  * signal and its sender), and its start: a fork of a target makes the child a target (with its
  * parent's cwd), an exec whose comm, executable, systemd unit or cgroup matches makes the
- * process one, and so does a move into a target cgroup (cgroup.procs written, no exec).
+ * process one, and so does a move into a target cgroup (cgroup.procs written, no exec); and its
+ * renames: a new name of its main thread, with the argv it then shows.
  */
 #ifndef TRACERD_TRACER_PROCESS_H
 #define TRACERD_TRACER_PROCESS_H
@@ -307,6 +308,51 @@ int BPF_PROG(on_cgroup_attach, struct cgroup *dst, const char *path, struct task
 	if (add_target(tgid))
 		return 0;
 	emit_start(tgid, BPF_CORE_READ(task, real_parent, tgid), task, 0);
+	return 0;
+}
+
+/*
+ * A target's main thread renamed (prctl(PR_SET_NAME), a write to /proc/PID/comm): what ps
+ * shows changed without an exec, as when a forked child names its role (redis-rdb-bgsave).
+ * Left out: other threads (their names are not the process's), kernel threads (no mm), a
+ * rename by another process (its argv is not readable from here: comm_write allows only the
+ * own thread group anyway), and an exec's own rename, which comes before the new mm has its
+ * argv (arg_start still 0) and is followed by the exec's record.
+ */
+SEC("tp_btf/task_rename")
+int BPF_PROG(on_task_rename, struct task_struct *task, const char *comm)
+{
+	__u32 tgid = BPF_CORE_READ(task, tgid);
+	struct tracerd_process_rename *e;
+	unsigned long start, end;
+	struct mm_struct *mm;
+	__u32 len;
+
+	if (BPF_CORE_READ(task, pid) != tgid || (bpf_get_current_pid_tgid() >> 32) != tgid)
+		return 0;
+	if (!is_target(tgid))
+		return 0;
+	mm = BPF_CORE_READ(task, mm);
+	if (!mm)
+		return 0;
+	start = BPF_CORE_READ(mm, arg_start);
+	end = BPF_CORE_READ(mm, arg_end);
+	if (!start)
+		return 0;
+	e = reserve(sizeof(*e), TRACERD_CNT_RINGBUF_FULL_START);
+	if (!e)
+		return 0;
+	fill_header(&e->h, TRACERD_EV_PROCESS_RENAME);
+	e->h.tid = tgid;
+	bpf_probe_read_kernel_str(e->h.comm, sizeof(e->h.comm), comm);
+	e->args_len = 0;
+	e->reserved = 0;
+	len = end > start ? end - start : 0;
+	if (len > TRACERD_ARGS_LEN)
+		len = TRACERD_ARGS_LEN;
+	if (len && !bpf_probe_read_user(e->args, len & (TRACERD_ARGS_LEN - 1) ?: TRACERD_ARGS_LEN, (void *)start))
+		e->args_len = len;
+	submit(e);
 	return 0;
 }
 

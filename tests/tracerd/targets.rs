@@ -1,7 +1,8 @@
 //! Which processes are recorded and what a dump holds: targets by comm (others are not
-//! recorded), the descendants of a target pid, and the window across two dumps.
+//! recorded), the descendants of a target pid, the window across two dumps, and the names
+//! and command lines of children that renamed themselves.
 
-use std::io::Write;
+use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
 
@@ -60,4 +61,85 @@ fn descendants_of_a_target_pid_are_traced() {
         .find(|e| e["kind"] == "syscall_failure" && e["path"] == "/nonexistent/eg_child")
         .expect("the forked grandchild's failure is recorded");
     assert_ne!(failure["pid"], shell.id(), "it comes from the forked child");
+}
+
+/// Starts `renamer ARGS`; returns it (killed with its child on drop) and its child's pid,
+/// printed once the child has taken its new title.
+fn renamed_child(prog: &Path, args: &[&str]) -> (Reaped, u32) {
+    let mut parent = Reaped(
+        Command::new(prog)
+            .args(args)
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("spawning renamer"),
+    );
+    let mut line = String::new();
+    let stdout = parent.0.stdout.take().expect("piped stdout");
+    BufReader::new(stdout)
+        .read_line(&mut line)
+        .expect("reading renamer");
+    let pid = line
+        .trim()
+        .strip_prefix("child ")
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("renamer {args:?} printed {line:?}"));
+    (parent, pid)
+}
+
+#[test]
+#[ignore = "system test: needs root (loads BPF programs, creates namespaces); scripts/test runs it"]
+fn a_child_that_renamed_itself_shows_its_new_name_and_command_line() {
+    require_root();
+    let prog = program_as("renamer", "rn_parent");
+    let started = |mode: &str, title: &str, comm: &[&str]| {
+        let mut argv = vec![prog.to_str().unwrap().to_string(), mode.into(), title.into()];
+        argv.extend(comm.iter().map(|c| c.to_string()));
+        serde_json::json!(argv)
+    };
+    let d = Daemon::start(&["--target-comm", "rn_parent"]);
+    // renamed (prctl) and a new title, alive at the dump
+    let (_a, stays) = renamed_child(&prog, &["stay", "rn-stays: bgsave 1", "rn_stays"]);
+    // the same, gone before the dump: only the kernel's record of the rename tells
+    let (_b, exits) = renamed_child(&prog, &["exit", "rn-exits: bgsave 2", "rn_exits"]);
+    // a new title alone: no syscall; /proc at the dump tells
+    let (_c, titled) = renamed_child(&prog, &["stay", "rn-titled: worker"]);
+    let meta = inspect_meta(&d.dump());
+    let procs = meta["processes"].as_array().expect("a process table");
+    let of = |pid: u32| {
+        procs
+            .iter()
+            .find(|p| p["pid"] == pid)
+            .unwrap_or_else(|| panic!("pid {pid} in the table: {procs:#?}"))
+    };
+
+    let p = of(stays);
+    assert_eq!(p["comm"], "rn_stays", "{p:#}");
+    assert_eq!(p["cmdline"], serde_json::json!(["rn-stays: bgsave 1"]), "{p:#}");
+    assert_eq!(p["exec_comm"], "rn_parent", "{p:#}");
+    assert_eq!(
+        p["exec_cmdline"],
+        started("stay", "rn-stays: bgsave 1", &["rn_stays"]),
+        "{p:#}"
+    );
+
+    let p = of(exits);
+    assert!(p["exit_ns"].is_u64(), "it exited before the dump: {p:#}");
+    assert_eq!(p["comm"], "rn_exits", "{p:#}");
+    assert_eq!(p["cmdline"], serde_json::json!(["rn-exits: bgsave 2"]), "{p:#}");
+    assert_eq!(p["exec_comm"], "rn_parent", "{p:#}");
+    assert_eq!(
+        p["exec_cmdline"],
+        started("exit", "rn-exits: bgsave 2", &["rn_exits"]),
+        "{p:#}"
+    );
+
+    let p = of(titled);
+    assert_eq!(p["comm"], "rn_parent", "{p:#}");
+    assert!(p.get("exec_comm").is_none(), "it kept its name: {p:#}");
+    assert_eq!(p["cmdline"], serde_json::json!(["rn-titled: worker"]), "{p:#}");
+    assert_eq!(
+        p["exec_cmdline"],
+        started("stay", "rn-titled: worker", &[]),
+        "{p:#}"
+    );
 }

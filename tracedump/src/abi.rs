@@ -24,6 +24,8 @@ pub enum EventKind {
     /// a target's read-only open of a file under /etc at its start: feeds the process's
     /// environment, never the window
     ConfigOpen = 6,
+    /// a traced process renamed itself: feeds the process table, never the window
+    ProcessRename = 7,
 }
 
 impl EventKind {
@@ -35,6 +37,7 @@ impl EventKind {
             4 => EventKind::ProcessState,
             5 => EventKind::ProcessStart,
             6 => EventKind::ConfigOpen,
+            7 => EventKind::ProcessRename,
             _ => return None,
         })
     }
@@ -166,6 +169,7 @@ mod tests {
             EventKind::ProcessState,
             EventKind::ProcessStart,
             EventKind::ConfigOpen,
+            EventKind::ProcessRename,
         ] {
             assert_eq!(EventKind::from_raw(k as u32), Some(k));
         }

@@ -97,7 +97,7 @@ impl Redactor {
     }
 
     pub fn process(&self, p: &mut ProcInfo) {
-        for arg in p.cmdline.iter_mut().flatten() {
+        for arg in p.cmdline.iter_mut().chain(p.exec_cmdline.iter_mut()).flatten() {
             self.apply_in_place(arg);
         }
         for s in [&mut p.exe, &mut p.cwd].into_iter().flatten() {
@@ -193,6 +193,19 @@ fn redact_blob(redactor: &Redactor, r: BlobRef, blobs: &mut (u64, Vec<u8>)) -> B
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn both_command_lines_of_a_renamed_process_are_redacted() {
+        let r = Redactor::new(&default_rules(), "t").unwrap();
+        let mut p = ProcInfo {
+            cmdline: Some(vec!["server: worker --token=abc".into()]),
+            exec_cmdline: Some(vec!["server".into(), "--token=abc".into()]),
+            ..Default::default()
+        };
+        r.process(&mut p);
+        assert_eq!(p.cmdline.unwrap(), ["server: worker --token=<redacted>"]);
+        assert_eq!(p.exec_cmdline.unwrap(), ["server", "--token=<redacted>"]);
+    }
 
     #[test]
     fn default_rule_hides_values_and_keeps_keys() {

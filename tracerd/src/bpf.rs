@@ -16,6 +16,7 @@ unsafe impl Plain for tracerd_network_gap {}
 unsafe impl Plain for tracerd_process_state_event {}
 unsafe impl Plain for tracerd_process_start {}
 unsafe impl Plain for tracerd_config_open {}
+unsafe impl Plain for tracerd_process_rename {}
 unsafe impl Plain for tracerd_open_file {}
 unsafe impl Plain for tracerd_conn {}
 unsafe impl Plain for tracerd_pause {}
@@ -30,6 +31,7 @@ const _: () = {
     assert!(abi::EventKind::ProcessState as u32 == tracerd_event_kind::TRACERD_EV_PROCESS_STATE.0);
     assert!(abi::EventKind::ProcessStart as u32 == tracerd_event_kind::TRACERD_EV_PROCESS_START.0);
     assert!(abi::EventKind::ConfigOpen as u32 == tracerd_event_kind::TRACERD_EV_CONFIG_OPEN.0);
+    assert!(abi::EventKind::ProcessRename as u32 == tracerd_event_kind::TRACERD_EV_PROCESS_RENAME.0);
     assert!(abi::ProcessState::Paused as u32 == tracerd_process_state::TRACERD_PS_PAUSED.0);
     assert!(abi::ProcessState::Exited as u32 == tracerd_process_state::TRACERD_PS_EXITED.0);
     assert!(abi::ProcessState::Killed as u32 == tracerd_process_state::TRACERD_PS_KILLED.0);
@@ -44,6 +46,11 @@ const _: () = {
     // tracedump::addr encodes a tracerd_addr field by field: family u16, port u16, addr [u8; 16]
     assert!(size_of::<tracerd_addr>() == 20);
     assert!(std::mem::offset_of!(tracerd_addr, port) == 2 && std::mem::offset_of!(tracerd_addr, addr) == 4);
+    // procs::KERNEL_ARGS_LEN is TRACERD_ARGS_LEN
+    assert!(
+        size_of::<tracerd_process_rename>()
+            == size_of::<tracerd_header>() + 8 + crate::procs::KERNEL_ARGS_LEN
+    );
     // the engine writes a tracerd_syscall_arg as [kind, index, 0, 0]
     assert!(size_of::<tracerd_syscall_arg>() == 4 && std::mem::offset_of!(tracerd_syscall_arg, index) == 1);
 };

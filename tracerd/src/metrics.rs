@@ -93,12 +93,14 @@ pub fn per_container<'p>(procs: impl Iterator<Item = &'p ProcInfo>) -> Vec<Conta
     all
 }
 
-const KINDS: [(usize, &str); 5] = [
+const KINDS: [(usize, &str); 7] = [
     (1, "syscall_failure"),
     (2, "function"),
     (3, "network_gap"),
     (4, "process_state"),
     (5, "process_start"),
+    (6, "config_open"),
+    (7, "process_rename"),
 ];
 
 fn family(name: &str, help: &str, kind: MetricType, samples: Vec<(Vec<(&str, &str)>, f64)>) -> MetricFamily {

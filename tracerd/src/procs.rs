@@ -1,9 +1,12 @@
 //! Which processes are traced and what is known about them: the start-up scan of /proc that
-//! seeds the kernel's target set, and the bounded process table that goes into every dump.
+//! seeds the kernel's target set, and the bounded process table that goes into every dump,
+//! kept showing what ps shows: a process's new name and command line after it renamed
+//! itself or rewrote its argv.
 use std::collections::{HashMap, HashSet};
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
+use tracedump::process::split_argv;
 pub use tracedump::process::ProcInfo;
 
 use crate::cgroup::{is_under, TargetCgroup};
@@ -27,7 +30,7 @@ impl FromProc for ProcInfo {
             ppid: stat.ppid.max(0) as u32,
             comm: stat.comm.clone(),
             exe: proc.exe().ok().map(|p| p.display().to_string()),
-            cmdline: proc.cmdline().ok().filter(|c| !c.is_empty()),
+            cmdline: read_cmdline(pid),
             cwd: proc.cwd().ok().map(|p| p.display().to_string()),
             start_ns: stat.starttime * 1_000_000_000 / ticks,
             exit_ns: None,
@@ -44,12 +47,17 @@ impl FromProc for ProcInfo {
         let Ok(proc) = procfs::process::Process::new(self.pid as i32) else {
             return;
         };
+        // an exit the table missed (its record dropped) and the pid reused: not this process
+        let Ok(stat) = proc.stat() else { return };
+        let tick_ns = 1_000_000_000 / procfs::ticks_per_second().max(1);
+        if stat.starttime * tick_ns > self.start_ns + tick_ns {
+            return;
+        }
         if self.exe.is_none() {
             self.exe = proc.exe().ok().map(|p| p.display().to_string());
         }
-        if self.cmdline.is_none() {
-            self.cmdline = proc.cmdline().ok().filter(|c| !c.is_empty());
-        }
+        // what ps shows now: a rewrite of argv (setproctitle) makes no syscall to see it by
+        self.show_title(&stat.comm, read_cmdline(self.pid));
         // the cwd the process started with stays: relative paths after a chdir resolve
         // against the cwd the kernel recorded at the chdir, those before it against this one
         if self.cwd.is_none() {
@@ -57,6 +65,54 @@ impl FromProc for ProcInfo {
         }
         if self.cgroup.is_none() {
             self.read_container(&proc);
+        }
+    }
+}
+
+/// Bytes of argv the kernel copies at exec and rename (TRACERD_ARGS_LEN; checked in bpf.rs).
+pub const KERNEL_ARGS_LEN: usize = 256;
+
+/// /proc/PID/cmdline as arguments (None: gone, or empty as a kernel thread's). Read as bytes:
+/// an argument that is not UTF-8 is kept (lossily), and empty arguments stay where exec's
+/// copy has them too.
+pub fn read_cmdline(pid: u32) -> Option<Vec<String>> {
+    let bytes = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    Some(split_argv(&bytes)).filter(|a| !a.is_empty())
+}
+
+/// Whether `a` and `b` are one argv, the shorter being the kernel's copy of it, cut at
+/// KERNEL_ARGS_LEN bytes: not a rewrite.
+fn same_but_cut(a: &[String], b: &[String]) -> bool {
+    let bytes = |a: &[String]| a.join("\0").into_bytes();
+    let (a, b) = (bytes(a), bytes(b));
+    let (short, long) = if a.len() <= b.len() { (a, b) } else { (b, a) };
+    short.len() + 1 >= KERNEL_ARGS_LEN && long.starts_with(&short)
+}
+
+/// Bytes of an argv area, NULs included.
+fn argv_len(a: &[String]) -> usize {
+    a.iter().map(|s| s.len() + 1).sum()
+}
+
+/// Taking a name and command line a process now shows.
+trait ShowTitle {
+    fn show_title(&mut self, comm: &str, cmdline: Option<Vec<String>>);
+}
+
+impl ShowTitle for ProcInfo {
+    fn show_title(&mut self, comm: &str, cmdline: Option<Vec<String>>) {
+        match (&self.cmdline, cmdline) {
+            (None, now) => {
+                self.cmdline = now;
+                self.retitle(comm, None);
+            }
+            (Some(before), Some(now)) if same_but_cut(before, &now) => {
+                if argv_len(&now) > argv_len(before) {
+                    self.cmdline = Some(now);
+                }
+                self.retitle(comm, None);
+            }
+            (Some(_), now) => self.retitle(comm, now),
         }
     }
 }
@@ -199,6 +255,23 @@ impl ProcTable {
         self.insert(info);
     }
 
+    /// A traced process renamed its main thread: `comm` is the new name, `argv` its argv area
+    /// as the kernel copied it then (None: unreadable). /proc, read now, has the whole command
+    /// line, maybe rewritten since; the kernel's copy stands in when the process is gone.
+    pub fn on_rename(&mut self, pid: u32, comm: &str, argv: Option<Vec<String>>) {
+        if !self.procs.contains_key(&pid) {
+            // its fork or exec record was lost or evicted: read it whole
+            if let Some(info) = ProcInfo::from_proc(pid) {
+                self.insert(info);
+            }
+        }
+        let Some(info) = self.procs.get_mut(&pid) else {
+            return;
+        };
+        let cmdline = read_cmdline(pid).or(argv);
+        info.show_title(comm, cmdline);
+    }
+
     pub fn on_exit(&mut self, pid: u32, ts_ns: u64) {
         if let Some(p) = self.procs.get_mut(&pid) {
             p.exit_ns = Some(ts_ns);
@@ -282,4 +355,59 @@ pub fn scan_targets(config: &Config, cgroups: &[TargetCgroup]) -> Vec<ProcInfo> 
     }
     targets.sort_unstable();
     targets.into_iter().filter_map(ProcInfo::from_proc).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn argv(s: &str) -> Vec<String> {
+        s.split(' ').map(String::from).collect()
+    }
+
+    fn started(cmdline: Vec<String>) -> ProcInfo {
+        ProcInfo {
+            pid: 7,
+            comm: "server".into(),
+            cmdline: Some(cmdline),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_new_title_is_shown_and_the_first_kept() {
+        let mut p = started(argv("/usr/bin/server --port 1"));
+        p.show_title("worker", Some(argv("server: worker")));
+        assert_eq!(p.cmdline, Some(argv("server: worker")));
+        assert_eq!(p.exec_cmdline, Some(argv("/usr/bin/server --port 1")));
+        assert_eq!(p.exec_comm.as_deref(), Some("server"));
+    }
+
+    #[test]
+    fn the_kernels_cut_copy_is_no_rewrite() {
+        let long = format!("/usr/bin/server --config={}", "x".repeat(300));
+        let cut: String = long.chars().take(KERNEL_ARGS_LEN).collect();
+        let mut p = started(argv(&cut));
+        p.show_title("server", Some(argv(&long)));
+        assert_eq!(p.cmdline, Some(argv(&long)), "completed");
+        assert_eq!((p.exec_cmdline.as_ref(), p.exec_comm.as_ref()), (None, None));
+        // and the other way round: the copy of a rename, /proc unreadable
+        p.show_title("server", Some(argv(&cut)));
+        assert_eq!(p.cmdline, Some(argv(&long)));
+        assert_eq!(p.exec_cmdline, None);
+        // a short command line that a title extends is a rewrite
+        let mut short = started(argv("postgres"));
+        short.show_title("postgres", Some(vec!["postgres: checkpointer ".into()]));
+        assert_eq!(short.exec_cmdline, Some(argv("postgres")));
+    }
+
+    #[test]
+    fn a_rename_of_a_process_not_in_the_table_is_read_from_proc() {
+        let mut table = ProcTable::new(4);
+        let me = std::process::id();
+        table.on_rename(me, "renamed", None);
+        let p = table.get(me).expect("read from /proc");
+        assert_eq!(p.comm, "renamed");
+        assert_eq!(p.cmdline, read_cmdline(me));
+    }
 }

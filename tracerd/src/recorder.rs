@@ -5,11 +5,12 @@
 use tracedump::abi::{c_bytes, comm_bytes, read_struct, EventKind, ProcessState};
 use tracedump::addr::ENCODED_ADDR_LEN;
 pub use tracedump::counters::RecorderCounters;
-use tracedump::process::ProcInfo;
+use tracedump::process::{split_argv, ProcInfo};
 use tracedump::record::{BlobArena, BlobRef, EventRing, Payload, Record};
 
 use crate::bpf::types::{
     tracerd_addr, tracerd_config_open, tracerd_function_hit, tracerd_header, tracerd_network_gap,
+    tracerd_process_rename,
     tracerd_process_start, tracerd_process_state_event, tracerd_syscall_failure,
 };
 use crate::config::Config;
@@ -109,6 +110,12 @@ impl Recorder {
                 self.config_open(&read_struct(data)?);
                 return Some(());
             }
+            EventKind::ProcessRename => {
+                let e: tracerd_process_rename = read_struct(data)?;
+                let comm = String::from_utf8_lossy(c_bytes(&e.h.comm, 0)).into_owned();
+                self.procs.on_rename(e.h.pid, &comm, argv_of(&e.args, e.args_len));
+                return Some(());
+            }
         };
         let record = Record {
             ts_ns: h.ts_ns,
@@ -189,22 +196,13 @@ impl Recorder {
     fn process_start(&mut self, e: &tracerd_process_start) {
         let comm = String::from_utf8_lossy(c_bytes(&e.h.comm, 0)).into_owned();
         if e.is_exec != 0 {
-            let args = &e.args[..(e.args_len as usize).min(e.args.len())];
-            let args = args.strip_suffix(&[0]).unwrap_or(args);
-            let argv: Vec<String> = if args.is_empty() {
-                Vec::new()
-            } else {
-                args.split(|&b| b == 0)
-                    .map(|a| String::from_utf8_lossy(&comm_bytes_of(a)).into_owned())
-                    .collect()
-            };
             let exe = String::from_utf8_lossy(c_bytes(&e.exe, 0)).into_owned();
             self.procs.on_exec(
                 e.h.pid,
                 e.ppid,
                 &comm,
                 e.h.ts_ns,
-                (!argv.is_empty()).then_some(argv),
+                argv_of(&e.args, e.args_len),
                 (!exe.is_empty()).then_some(exe),
             );
             if let Some(p) = self.procs.get(e.h.pid) {
@@ -230,6 +228,11 @@ pub fn busy_ms(busy_ns: u64) -> u32 {
     (busy_ns / 1_000_000).min(u32::MAX as u64) as u32
 }
 
-fn comm_bytes_of(chars: &[i8]) -> Vec<u8> {
-    chars.iter().map(|&c| c as u8).collect()
+/// The arguments in the first `len` bytes of a record's argv copy (None: none copied).
+fn argv_of(args: &[i8], len: u32) -> Option<Vec<String>> {
+    let bytes: Vec<u8> = args[..(len as usize).min(args.len())]
+        .iter()
+        .map(|&c| c as u8)
+        .collect();
+    Some(split_argv(&bytes)).filter(|a| !a.is_empty())
 }

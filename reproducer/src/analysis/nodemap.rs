@@ -49,11 +49,13 @@ fn file_name(s: &str) -> &str {
     Path::new(s).file_name().and_then(|n| n.to_str()).unwrap_or(s)
 }
 
-/// The program a process ran: its exe, else the first word of its command line, else comm.
+/// The program a process ran: its exe, else the first word of the command line it started
+/// with (not the title it may have given itself since), else its first comm.
 pub(crate) fn program_of(p: &ProcInfo) -> String {
     let exe = p.exe.as_deref().map(|e| e.trim_end_matches(" (deleted)"));
-    let first = p.cmdline.as_ref().and_then(|c| c.first()).map(String::as_str);
-    file_name(exe.or(first).unwrap_or(&p.comm)).to_string()
+    let first = p.started_cmdline().and_then(|c| c.first()).map(String::as_str);
+    let comm = p.exec_comm.as_deref().unwrap_or(&p.comm);
+    file_name(exe.or(first).unwrap_or(comm)).to_string()
 }
 
 impl NodeMap {
@@ -105,15 +107,21 @@ impl NodeMap {
         if let Some(&n) = self.by_pid.get(&p.pid) {
             return Some(n);
         }
-        let cmdline = p.cmdline.as_ref().map(|c| c.join(" ")).unwrap_or_default();
+        // the command line it shows now, and the one it started with if it rewrote it
+        let cmdlines: Vec<String> = [&p.cmdline, &p.exec_cmdline]
+            .into_iter()
+            .flatten()
+            .map(|c| c.join(" "))
+            .collect();
+        let contains = |m: &str| cmdlines.iter().any(|c| c.contains(m));
         let matches = |i: usize, m: &str| {
             !m.is_empty()
-                && (cmdline.contains(m)
+                && (contains(m)
                     || self
                         .redacted_match
                         .get(i)
                         .and_then(|r| r.as_deref())
-                        .is_some_and(|r| cmdline.contains(r)))
+                        .is_some_and(contains))
         };
         let by_match = scenario
             .nodes
@@ -305,6 +313,43 @@ command = ["true"]
         );
         let m = NodeMap::build(&s, &procs, &[(0, 13)]);
         assert_eq!(m.node(13), Some(0), "launched pids win");
+    }
+
+    #[test]
+    fn a_child_that_renamed_itself_maps_by_what_it_started_as() {
+        let s = Scenario::parse(SCENARIO, "t").unwrap();
+        // parents gone from the table, exe unknown (exited before /proc was read): only the
+        // command lines they started with tell, as their titles name neither node nor program
+        let renamed = |pid: u32, started: &str, title: &str, comm: &str| {
+            let mut p = proc(pid, 1, started.split(' ').next().unwrap(), started);
+            p.ppid = 999;
+            p.exe = None;
+            p.retitle(comm, Some(vec![title.to_string()]));
+            p
+        };
+        let procs = vec![
+            renamed(20, "kvnode --id 1", "kvnode: compactor", "compactor"),
+            renamed(
+                21,
+                "/usr/bin/redis-server --port 1",
+                "redis-rdb-bgsave *:1",
+                "redis-rdb-bgsav",
+            ),
+        ];
+        assert_eq!(procs[1].comm, "redis-rdb-bgsav");
+        assert_eq!(program_of(&procs[1]), "redis-server");
+        let m = NodeMap::build(&s, &procs, &[]);
+        assert_eq!(
+            m.node(20),
+            Some(0),
+            "by match, in the command line it started with"
+        );
+        assert_eq!(m.node(21), Some(2), "by program");
+        // a match text that only the new title holds matches too
+        let mut by_title = s.clone();
+        by_title.nodes[0].match_ = Some("compactor".into());
+        let m = NodeMap::build(&by_title, &procs, &[]);
+        assert_eq!(m.node(20), Some(0));
     }
 
     #[test]

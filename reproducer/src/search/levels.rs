@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use anyhow::bail;
 
 use super::draft::{symbol_of, Draft};
-use super::nth::{nth_order, nth_start};
+use super::nth::{nth_start, NthBounds};
 use super::runner::Feedback;
 use super::{Search, Step};
 use crate::analysis::diagnose::FaultGuess;
@@ -246,46 +246,38 @@ impl Search<'_> {
 
     /// The syscall fault `k` at its 2nd, 3rd, ... matching call, until the calls end; or,
     /// when production's time and the profile's rate put the failure at a later call
-    /// (nth.rs), from that call outward, never past a call a run showed does not exist.
+    /// (nth.rs), from that call outward; never at a call a run showed comes before every
+    /// node is ready, nor past one a run showed does not exist.
     fn nth_search(&mut self, draft: Draft, k: usize) -> Step<Draft> {
         let cand = draft.faults[k].candidate;
         let what = self.describe(cand);
         let estimate = nth_start(self.candidates[cand]);
         let start = estimate.as_ref().map_or(2, |e| e.0);
-        let trials: Vec<(u32, Draft, String)> = nth_order(start, MAX_NTH as usize - 1)
-            .into_iter()
-            .enumerate()
-            .map(|(i, nth)| {
-                let mut trial = draft.clone();
-                if let Action::Syscall { nth: n, .. } = &mut trial.faults[k].fault.action {
-                    *n = nth;
-                }
-                let why = match (&estimate, i) {
-                    (Some((_, why)), 0) => format!(" ({why})"),
-                    _ => String::new(),
-                };
-                (nth, trial, format!("{what}, call #{nth}{why}"))
-            })
-            .collect();
-        // calls from this one on do not exist: a run showed only the ones before it
-        let mut ceiling = u32::MAX;
-        for (i, (nth, trial, words)) in trials.iter().enumerate() {
-            if *nth >= ceiling {
-                continue;
+        let trial = |nth: u32, bounds: &NthBounds| {
+            let mut trial = draft.clone();
+            if let Action::Syscall { nth: n, .. } = &mut trial.faults[k].fault.action {
+                *n = nth;
             }
-            if self.share_spent() {
-                break;
-            }
-            let next: Vec<(Draft, String)> = trials[i + 1..]
-                .iter()
-                .filter(|t| t.0 < ceiling)
-                .map(|t| (t.1.clone(), t.2.clone()))
-                .collect();
-            let fb = go!(self.evaluate(trial, words.clone(), &next));
-            let matched = fb.matched.get(k).copied().unwrap_or(0);
-            if !fb.fired[k] && matched < *nth {
-                ceiling = ceiling.min(matched.saturating_add(1));
-            }
+            let why = match &estimate {
+                Some((at, why)) if *at == nth => format!(" ({why})"),
+                _ if bounds.start_up_calls().is_some_and(|c| nth == c + 1) => format!(
+                    " (the first after start-up: a run made {} such calls before every node was ready)",
+                    bounds.floor
+                ),
+                _ => String::new(),
+            };
+            (trial, format!("{what}, call #{nth}{why}"))
+        };
+        let mut bounds = NthBounds::default();
+        let mut tried: Vec<u32> = Vec::new();
+        while tried.len() < MAX_NTH as usize - 1 && !self.share_spent() {
+            let order = bounds.order(start, &tried, MAX_NTH as usize - 1 - tried.len());
+            let Some(&nth) = order.first() else { break };
+            let next: Vec<(Draft, String)> = order[1..].iter().map(|&n| trial(n, &bounds)).collect();
+            let (first, words) = trial(nth, &bounds);
+            let fb = go!(self.evaluate(&first, words, &next));
+            tried.push(nth);
+            bounds.learn(nth, &fb, k);
         }
         Ok(Continue(draft))
     }

@@ -2,7 +2,12 @@
 //! production's time of the failure (since its process started) and the profile's call rate
 //! of that node put it, so that the search does not spend its runs failing the calls a node
 //! makes while it starts (the cluster never forms, and each run waits out the ready timeout).
-//! From there it goes outward: the estimate, one above, one below, two above, ...
+//! From there it goes outward: the estimate, one above, one below, two above, ...; and what
+//! each run shows bounds the walk ([`NthBounds`]): the calls made before every node was
+//! ready are left out (the injector counts a node's calls from its start, so the early ones
+//! are start-up's, where a failure stops the cluster from forming rather than replaying
+//! production), and so are the calls past the last one a run made.
+use super::runner::Feedback;
 use crate::analysis::diagnose::{Candidate, FaultGuess};
 
 /// The estimated matching call of a failed call without a path, and how it was estimated.
@@ -49,6 +54,77 @@ pub(super) fn nth_order(start: u32, count: usize) -> Vec<u32> {
     }
     out.truncate(count);
     out
+}
+
+/// What the runs of an Nth-call walk showed of one fault's matching calls: up to `floor`
+/// they come before every node is ready (exactly that many when `floor_exact`, else at least);
+/// from `ceiling` on they do not exist.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct NthBounds {
+    pub floor: u32,
+    pub floor_exact: bool,
+    pub ceiling: u32,
+}
+
+impl Default for NthBounds {
+    fn default() -> Self {
+        NthBounds {
+            floor: 1,
+            floor_exact: false,
+            ceiling: u32::MAX,
+        }
+    }
+}
+
+impl NthBounds {
+    /// Learns from the run that tried fault `k` at call `nth`. A run whose nodes never got
+    /// ready made every call it counted during start-up (and says nothing of the calls a
+    /// started cluster makes). One that got ready tells how many it counted before: all the
+    /// start-up's calls when the fault had not fired by then, else at least that many.
+    pub fn learn(&mut self, nth: u32, fb: &Feedback, k: usize) {
+        let Some(&matched) = fb.matched.get(k) else {
+            return;
+        };
+        if fb.not_started.is_some() {
+            self.raise_floor(matched, false);
+            return;
+        }
+        let fired = fb.fired.get(k).copied().unwrap_or(false);
+        if !fired && matched < nth {
+            self.ceiling = self.ceiling.min(matched.saturating_add(1));
+        }
+        if let Some(&before) = fb.matched_before_ready.get(k) {
+            self.raise_floor(before, !(fired && before >= nth));
+        }
+    }
+
+    fn raise_floor(&mut self, calls: u32, exact: bool) {
+        if calls > self.floor || (calls == self.floor && exact) {
+            self.floor = calls;
+            self.floor_exact = exact;
+        }
+    }
+
+    /// Start-up's matching calls, when a run told them all.
+    pub fn start_up_calls(&self) -> Option<u32> {
+        (self.floor_exact && self.floor > 1).then_some(self.floor)
+    }
+
+    /// The calls still to try, at most `count`, inside the bounds and none of `tried`:
+    /// outward from `start`, or from above the floor when that is higher. While the floor is
+    /// only a lower bound (runs whose fault stopped the start-up), the walk doubles it: a
+    /// node that makes a hundred calls while it starts costs a few runs, not a hundred.
+    pub fn order(&self, start: u32, tried: &[u32], count: usize) -> Vec<u32> {
+        let above = match self.floor_exact {
+            false if self.floor > 1 => self.floor.saturating_mul(2),
+            _ => self.floor.saturating_add(1),
+        };
+        nth_order(start.max(above), 2 * (count + tried.len()) + 2)
+            .into_iter()
+            .filter(|n| *n > self.floor && *n < self.ceiling && !tried.contains(n))
+            .take(count)
+            .collect()
+    }
 }
 
 #[cfg(test)]
@@ -123,5 +199,59 @@ mod tests {
         assert_eq!(nth_order(620, 5), vec![620, 621, 619, 622, 618]);
         assert_eq!(nth_order(3, 6), vec![3, 4, 2, 5, 6, 7]);
         assert_eq!(nth_order(0, 3), vec![2, 3, 4]);
+    }
+
+    fn ran(fired: bool, matched: u32, before_ready: Option<u32>, started: bool) -> Feedback {
+        Feedback {
+            fired: vec![false, fired],
+            matched: vec![1, matched],
+            matched_before_ready: before_ready.map(|b| vec![0, b]).unwrap_or_default(),
+            not_started: (!started).then(|| "node n1 never became ready".into()),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn the_walk_leaves_out_the_calls_made_before_every_node_was_ready() {
+        let mut b = NthBounds::default();
+        assert_eq!(b.order(2, &[], 4), vec![2, 3, 4, 5]);
+        // call #2 fired during start-up and the cluster never formed: at least 2 calls are
+        // start-up's; the walk doubles that until a run gets ready
+        b.learn(2, &ran(true, 2, None, false), 1);
+        assert_eq!((b.floor, b.floor_exact), (2, false));
+        assert_eq!(b.order(2, &[2], 3), vec![4, 5, 3]);
+        b.learn(4, &ran(true, 4, None, false), 1);
+        assert_eq!(b.order(2, &[2, 4], 1), vec![8]);
+        // #8 fired before ready, yet the cluster formed: still a lower bound
+        b.learn(8, &ran(true, 8, Some(8), true), 1);
+        assert_eq!((b.floor, b.floor_exact, b.start_up_calls()), (8, false, None));
+        // #16 had not fired by then: the run counted all 13 start-up calls
+        b.learn(16, &ran(true, 16, Some(13), true), 1);
+        assert_eq!((b.floor, b.floor_exact, b.start_up_calls()), (13, true, Some(13)));
+        assert_eq!(b.order(2, &[2, 4, 8, 16], 4), vec![14, 15, 17, 18]);
+        // an estimate above the floor stays the start; the walk goes outward, not below it
+        assert_eq!(b.order(15, &[16], 4), vec![15, 14, 17, 18]);
+        // a later run that counted fewer before ready does not lower it
+        b.learn(18, &ran(false, 40, Some(5), true), 1);
+        assert_eq!(b.floor, 13);
+    }
+
+    #[test]
+    fn a_run_that_never_got_ready_sets_no_ceiling() {
+        let mut b = NthBounds::default();
+        // the node made 6 calls and stopped before it was ready (no fault fired): the calls
+        // after ready were never reached, not missing
+        b.learn(9, &ran(false, 6, None, false), 1);
+        assert_eq!((b.floor, b.ceiling), (6, u32::MAX));
+        // a started run that made 30 calls, 6 of them before ready: #31 on do not exist
+        b.learn(40, &ran(false, 30, Some(6), true), 1);
+        assert_eq!((b.floor, b.floor_exact, b.ceiling), (6, true, 31));
+        assert_eq!(b.order(29, &[], 5), vec![29, 30, 28, 27, 26]);
+        let shut = NthBounds {
+            floor: 30,
+            floor_exact: true,
+            ceiling: 31,
+        };
+        assert!(shut.order(2, &[], 5).is_empty());
     }
 }

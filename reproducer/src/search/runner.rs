@@ -19,6 +19,9 @@ pub struct Feedback {
     pub fired: Vec<bool>,
     /// per fault: matching calls seen while it was current (syscall faults)
     pub matched: Vec<u32>,
+    /// per fault: of those, the ones seen before every node was ready (start-up); empty
+    /// when no node got ready or the runner does not tell
+    pub matched_before_ready: Vec<u32>,
     /// per node: the function symbols it entered, in order
     pub functions: Vec<Vec<String>>,
     /// a node did not start under the plan's faults: the run ended there (no workload, no

@@ -32,6 +32,9 @@ struct Fake {
     functions: Vec<Vec<String>>,
     /// matching calls each syscall fault's node makes
     calls: u32,
+    /// of those, the ones it makes before every node is ready: a fault at one of them stops
+    /// the cluster from forming (the run ends not started)
+    before_ready: u32,
     /// a syscall fault naming this path matches no call (none of the node's calls is on it)
     unmatched_path: Option<String>,
     bug: Box<BugOracle>,
@@ -65,6 +68,7 @@ impl Fake {
         Fake {
             functions: vec![Vec::new(); 3],
             calls: 10,
+            before_ready: 0,
             unmatched_path: None,
             bug: Box::new(bug),
             sites: Vec::new(),
@@ -128,10 +132,34 @@ impl Runner for Fake {
                     fired,
                     functions: self.functions.clone(),
                     not_started: Some(why),
+                    ..Default::default()
                 })
             }
             None => {}
         }
+        let in_start_up = plan.faults.iter().zip(&fired).any(|(f, &fired)| {
+            fired && matches!(f.action, PlannedAction::Syscall { nth, .. } if nth <= self.before_ready)
+        });
+        if in_start_up {
+            // a fault that fired stopped counting there
+            let matched = plan
+                .faults
+                .iter()
+                .zip(&fired)
+                .map(|(f, &fired)| match f.action {
+                    PlannedAction::Syscall { nth, .. } if fired => nth,
+                    _ => self.matched(f).min(self.before_ready),
+                })
+                .collect();
+            return Ok(Feedback {
+                fired,
+                matched,
+                functions: self.functions.clone(),
+                not_started: Some("node db1 never became ready".into()),
+                ..Default::default()
+            });
+        }
+        let matched_before_ready = matched.iter().map(|&m| m.min(self.before_ready)).collect();
         let bug = match &self.bug_by_index {
             Some(by_index) => {
                 // long enough for the runs of a batch to overlap
@@ -146,6 +174,7 @@ impl Runner for Fake {
         Ok(Feedback {
             bug,
             matched,
+            matched_before_ready,
             fired,
             functions: self.functions.clone(),
             not_started: None,
@@ -902,6 +931,7 @@ impl Runner for ThroughEngine<'_> {
             matched: a.matched,
             functions: a.functions,
             not_started: a.not_started,
+            ..Default::default()
         })
     }
 
@@ -1400,4 +1430,44 @@ fn a_fault_whose_path_matched_nothing_at_level_1_is_not_walked_at_level_2() {
     );
     // fault-free check, both at level 1, then the Nth calls of the one that matched
     assert_eq!(r.runs, 6);
+}
+
+#[test]
+fn the_nth_call_search_leaves_out_the_calls_made_before_every_node_was_ready() {
+    // no estimate: the walk starts at call #2, which comes during start-up (the node makes
+    // 17 writes before the cluster is ready); the bug is production's, at the 20th
+    let d = diagnosis(vec![candidate(syscall("write", "ECONNRESET"), 0, 1, &[])]);
+    let mut fake = Fake::new(|plan, fired, _| fired.iter().all(|&f| f) && syscall_nth(plan) == 20);
+    fake.calls = 100;
+    fake.before_ready = 17;
+    let lines = Lines::default();
+    let (r, _out) = search_with_progress(&fake, &d, 150, 1, &lines);
+    let r = r.unwrap();
+    assert_eq!((r.outcome, r.level), (Outcome::Reproduced, 2));
+    let level2: Vec<&str> = r
+        .attempts
+        .iter()
+        .filter(|a| a.level == 2)
+        .map(|a| a.what.as_str())
+        .collect();
+    // #2, #4, #8, #16 stop the start-up (each a lower bound, doubled); #32 comes after it,
+    // and its run counted the 17 calls before every node was ready: the walk goes on at #18
+    let nths: Vec<&str> = level2
+        .iter()
+        .map(|w| w.rsplit_once("call #").unwrap().1)
+        .collect();
+    assert_eq!(
+        nths,
+        [
+            "2",
+            "4",
+            "8",
+            "16",
+            "32",
+            "18 (the first after start-up: a run made 17 such calls before every node was ready)",
+            "19",
+            "20"
+        ],
+        "{level2:?}"
+    );
 }

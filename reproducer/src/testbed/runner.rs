@@ -79,6 +79,7 @@ impl<'a> TestbedRunner<'a> {
             bug: r.bug && r.not_started.is_none(),
             fired,
             matched: r.matched.clone(),
+            matched_before_ready: r.matched_at_ready.clone(),
             functions,
             not_started: r.not_started.clone(),
         })

@@ -89,6 +89,10 @@ pub struct RunReport {
     /// do before it is start-up, after it running (the profile's exits are told apart so)
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ready_ns: Option<u64>,
+    /// per fault: its `matched` calls by `ready_ns` (made during start-up), so the search
+    /// keeps its Nth-call walk out of them; empty when no node got ready, and in older files
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub matched_at_ready: Vec<u32>,
     /// a node did not start (it exited or never became ready) and the run ended there, without
     /// workload or oracle: which node, why, and which faults had fired by then
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -306,6 +310,7 @@ fn run_in(scenario: &Scenario, plan: &FaultPlan, workdir: &Path, opts: &RunOptio
         failed_after: Vec::new(),
         duration_ms: 0,
         ready_ns: None,
+        matched_at_ready: Vec::new(),
         not_started: None,
     };
     let mut run = Run {
@@ -374,6 +379,7 @@ impl Run<'_> {
             self.launch(i)?;
         }
         self.report.ready_ns = Some(boottime_ns());
+        self.report.matched_at_ready = self.shared.counts.lock().map(|c| c.clone()).unwrap_or_default();
         let argv = self.vars.expand_all(&self.scenario.workload.command)?;
         let mut workload = nodes::spawn(&Launch {
             argv: &argv,
