@@ -10,8 +10,7 @@ use tracedump::record::{BlobArena, BlobRef, EventRing, Payload, Record};
 
 use crate::bpf::types::{
     tracerd_addr, tracerd_config_open, tracerd_function_hit, tracerd_header, tracerd_network_gap,
-    tracerd_process_rename,
-    tracerd_process_start, tracerd_process_state_event, tracerd_syscall_failure,
+    tracerd_process_rename, tracerd_process_start, tracerd_process_state_event, tracerd_syscall_failure,
 };
 use crate::config::Config;
 use crate::environment::Environments;
