@@ -176,10 +176,11 @@ impl Worker {
             self.add_config(&mut t, l.pid, &path, "argument", Some(index), 0);
         }
         self.tracked.insert(l.pid, t);
+        // a look now as well: the limits are the exec's, and a process that ends before the
+        // first look still shows what the loader had mapped by the time it was learned
+        self.look(l.pid);
         let now = Instant::now();
-        if l.running {
-            self.look(l.pid);
-        } else {
+        if !l.running {
             self.looks
                 .push(Reverse((now + FIRST_LOOK.min(self.limits.window), l.pid)));
             if self.limits.window > FIRST_LOOK {
@@ -235,9 +236,13 @@ impl Worker {
             return;
         };
         if t.env.config_files.len() + t.env.libraries.len() >= self.limits.files {
-            t.config_dropped += 1;
+            // configuration before libraries: a library an earlier look found makes room
+            if t.env.libraries.pop().is_none() {
+                t.config_dropped += 1;
+                t.env.dropped_files += 1;
+                return;
+            }
             t.env.dropped_files += 1;
-            return;
         }
         let (contents, truncated) = contents_of(head, self.limits.capture);
         t.env.config_files.push(ConfigFile {

@@ -298,6 +298,9 @@ fn compare_libraries(rows: &mut Rows, pe: &ProcEnvironment, te: &ProcEnvironment
         }
         m
     };
+    if unrecorded_on_one_side(rows, Kind::Library, &pe.libraries, &te.libraries) {
+        return;
+    }
     let (pl, tl) = (named(&pe.libraries), named(&te.libraries));
     let mut same = 0;
     let stems: std::collections::BTreeSet<&String> = pl.keys().chain(tl.keys()).collect();
@@ -329,6 +332,20 @@ fn compare_libraries(rows: &mut Rows, pe: &ProcEnvironment, te: &ProcEnvironment
     }
 }
 
+/// A list that one side left empty while the other has entries was not recorded there (a
+/// process that ended before tracerd looked at it), which says nothing about the files or
+/// limits themselves: one row of "unknown", not a difference per entry.
+fn unrecorded_on_one_side<T>(rows: &mut Rows, kind: Kind, production: &[T], testbed: &[T]) -> bool {
+    let side = match (production.is_empty(), testbed.is_empty()) {
+        (true, false) => "production",
+        (false, true) => "the testbed",
+        _ => return false,
+    };
+    let detail = format!("not recorded by {side} (its process ended before tracerd looked)");
+    rows.push(kind, "all", Verdict::Unknown, [None, None], detail);
+    true
+}
+
 fn or_none(v: &str) -> &str {
     if v.is_empty() {
         "(none)"
@@ -346,7 +363,9 @@ fn compare_limits(rows: &mut Rows, pe: &ProcEnvironment, te: &ProcEnvironment) {
     };
     let (p, t) = (rl(pe), rl(te));
     let mut same = 0;
-    for name in p.keys().chain(t.keys().filter(|k| !p.contains_key(*k))) {
+    let unrecorded = unrecorded_on_one_side(rows, Kind::Rlimit, &pe.rlimits, &te.rlimits);
+    let names = p.keys().chain(t.keys().filter(|k| !p.contains_key(*k)));
+    for name in names.filter(|_| !unrecorded) {
         let (a, b) = (p.get(name).cloned(), t.get(name).cloned());
         if a.is_some() && a == b {
             same += 1;

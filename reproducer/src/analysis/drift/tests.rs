@@ -447,3 +447,28 @@ fn a_profile_keeps_each_node_s_program_as_its_testbed_side() {
     assert_eq!(d.differences().count(), 0, "{d:#?}");
     assert!(config_rows(&d)[0].verdict == Verdict::Same);
 }
+
+#[test]
+fn libraries_or_limits_one_side_did_not_record_are_one_unknown_row() {
+    let s = scenario();
+    let mut p = redis("/etc/redis/redis.conf", REDIS_CONF);
+    // production's process ended before tracerd's look: no libraries, no limits
+    p.environment.libraries.clear();
+    p.environment.rlimits.clear();
+    let t = redis("/w/redis.conf", REDIS_CONF);
+    let d = compare(&[p], &[t], &s, "r");
+    let rows: Vec<(Kind, &str, Verdict)> = d
+        .rows
+        .iter()
+        .filter(|r| matches!(r.kind, Kind::Library | Kind::Rlimit))
+        .map(|r| (r.kind, r.name.as_str(), r.verdict))
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            (Kind::Library, "all", Verdict::Unknown),
+            (Kind::Rlimit, "all", Verdict::Unknown),
+        ]
+    );
+    assert_eq!(d.differences().count(), 0, "{:?}", d.rows);
+}
