@@ -105,7 +105,12 @@ impl Uprobes {
     /// link per function. A function that cannot be attached is an error, or with
     /// `tolerate` is counted and skipped.
     pub fn attach_all(&mut self, progs: &HitPrograms, tolerate: bool) -> Result<()> {
-        raise_fd_limit(self.functions.len() as u64 + 1024);
+        // one fd per function without multi links; beside them the fexit path alone holds
+        // ~300 (a program and a link per syscall), the maps and ring buffers more. Only
+        // then: the testbed's nodes inherit the limit of the process that spawns them.
+        if !self.multi {
+            raise_fd_limit(self.functions.len() as u64 + 4096);
+        }
         let mut by_binary: BTreeMap<PathBuf, Vec<usize>> = BTreeMap::new();
         for (id, f) in self.functions.iter().enumerate() {
             by_binary.entry(f.binary.clone()).or_default().push(id);
@@ -315,8 +320,9 @@ fn balanced_parts<T>(items: &[T], most: usize) -> impl Iterator<Item = &[T]> {
     })
 }
 
-/// Raises the soft open-file limit towards `wanted` (one fd per uprobe link when the
-/// multi link is unavailable); stays below the hard limit.
+/// Raises the open-file limit to `wanted` (one fd per uprobe link when the multi link is
+/// unavailable): the soft limit, and the hard one too where the process may (root has
+/// CAP_SYS_RESOURCE; the guests' and many containers' hard limit is 1024 or 4096).
 fn raise_fd_limit(wanted: u64) {
     let mut lim = libc::rlimit {
         rlim_cur: 0,
@@ -327,7 +333,14 @@ fn raise_fd_limit(wanted: u64) {
         if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 || lim.rlim_cur >= wanted {
             return;
         }
-        lim.rlim_cur = wanted.min(lim.rlim_max);
+        let raised = libc::rlimit {
+            rlim_cur: wanted,
+            rlim_max: lim.rlim_max.max(wanted),
+        };
+        if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
+            return;
+        }
+        lim.rlim_cur = lim.rlim_max;
         if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
             log::debug!("could not raise the open-file limit to {}", lim.rlim_cur);
         }
