@@ -72,8 +72,11 @@ KUBE_VALIDATE_VENV="$REPO_ROOT/target/kube-validate-venv"
 KUBE_VALIDATE_VERSION=1.37.0
 install_kubernetes_validate() {
   local check="import importlib.metadata as m; assert m.version('kubernetes-validate') == '$KUBE_VALIDATE_VERSION'"
-  "$KUBE_VALIDATE_VENV/bin/python3" -c "$check" 2>/dev/null && return 0
+  # the console script too: a venv moved with its target/ keeps scripts naming the old path
+  "$KUBE_VALIDATE_VENV/bin/python3" -c "$check" 2>/dev/null &&
+    "$KUBE_VALIDATE_VENV/bin/kubernetes-validate" --help >/dev/null 2>&1 && return 0
   command -v python3 >/dev/null || install_packages python3
+  rm -rf "$KUBE_VALIDATE_VENV"
   if ! python3 -m venv "$KUBE_VALIDATE_VENV" >/dev/null 2>&1; then
     install_packages python3-venv
     rm -rf "$KUBE_VALIDATE_VENV"
