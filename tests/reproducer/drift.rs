@@ -126,9 +126,6 @@ fn diagnose_names_a_differing_setting_and_a_different_build() {
     // production ran build a with `mode safe`: the file differs by that line, the build is the same
     let (_d1, dump) = production(&build_a, "mode safe");
     let t = diagnose(&sc, &dump, &run.0, false);
-    if std::env::var_os("DRIFT_SHOW").is_some() {
-        eprintln!("{t}");
-    }
     assert!(t.contains("testbed vs production (testbed: "), "{t}");
     assert!(t.contains("app/confreader config app.conf: differs"), "{t}");
     assert!(t.contains("paired by argument 1"), "{t}");
