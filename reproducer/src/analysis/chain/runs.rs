@@ -261,15 +261,7 @@ pub fn write_timelines(flows: &[(PathBuf, Vec<usize>)]) -> Vec<String> {
         let Some(trace_dir) = timeline.parent() else {
             continue;
         };
-        let mut dumps: Vec<PathBuf> = std::fs::read_dir(trace_dir)
-            .map(|it| {
-                it.flatten()
-                    .map(|e| e.path())
-                    .filter(|p| p.extension().is_some_and(|x| x == "tdump"))
-                    .collect()
-            })
-            .unwrap_or_default();
-        dumps.sort();
+        let dumps = run_dumps(trace_dir);
         let written = Merged::read(&dumps)
             .and_then(|m| tracedump::perfetto::write_with_flows(&m, timeline, std::slice::from_ref(chain)));
         if let Err(e) = written {

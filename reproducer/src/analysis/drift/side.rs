@@ -56,20 +56,6 @@ struct RunFile {
     not_started: Option<String>,
 }
 
-/// The dumps of a directory, sorted by name.
-fn dumps_in(dir: &Path) -> Vec<PathBuf> {
-    let mut dumps: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map(|it| {
-            it.flatten()
-                .map(|e| e.path())
-                .filter(|p| p.extension().is_some_and(|x| x == "tdump"))
-                .collect()
-        })
-        .unwrap_or_default();
-    dumps.sort();
-    dumps
-}
-
 /// The testbed side of `path`: a run directory (`run.json` and `trace/`, as `reproducer run
 /// --keep` and a search's attempts keep them), a trace directory, or one dump.
 pub fn load_testbed(path: &Path, scenario: &Scenario) -> Result<Vec<Sample>> {
@@ -88,9 +74,9 @@ pub fn load_testbed(path: &Path, scenario: &Scenario) -> Result<Vec<Sample>> {
                 .with_context(|| format!("{origin}: {} is not a run's run.json", run.display()))?;
             launched = file.launched;
         }
-        let mut dumps = dumps_in(path);
+        let mut dumps = crate::analysis::chain::runs::run_dumps(path);
         if dumps.is_empty() {
-            dumps = dumps_in(&path.join("trace"));
+            dumps = crate::analysis::chain::runs::run_dumps(&path.join("trace"));
         }
         dumps
     };
@@ -133,7 +119,7 @@ pub fn from_search(out: &Path, scenario: &Scenario) -> Option<(String, Vec<Sampl
         if run.not_started.is_some() {
             continue;
         }
-        let dumps = dumps_in(&dir.join("trace"));
+        let dumps = crate::analysis::chain::runs::run_dumps(&dir.join("trace"));
         match read_side(&dumps, &run.launched, scenario) {
             Ok(side) if !side.is_empty() => {
                 let label = dir.strip_prefix(out).unwrap_or(&dir).display().to_string();
