@@ -10,7 +10,8 @@
  * The cost stays near zero: every successful open compares the time with config_window_until
  * (the end of the latest target's window) and stops there once no target is starting; inside,
  * the process's own start, the flags (read-only, not O_PATH) and the target set are checked
- * before anything is read, and the path's first bytes only then. A record that does not fit in
+ * before anything is read, then whether the process reported this file already (config_seen),
+ * and the path's first bytes only then. A record that does not fit in
  * the ring is counted (TRACERD_CNT_RINGBUF_FULL_CONFIG), an unreadable path too
  * (TRACERD_CNT_PATH_UNREADABLE).
  */
@@ -74,30 +75,45 @@ static __always_inline int record_config_open(struct pt_regs *regs, long nr, lon
 {
 	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
 	const char *upath = (const char *)(nr == NR_open ? regs->di : regs->si);
+	struct config_seen_key seen = {};
 	struct tracerd_config_open *e;
 	__u64 head = 0;
+	struct inode *inode;
 	struct file *f;
+	__u8 one = 1;
 	long n;
 
-	if (BPF_CORE_READ(task, group_leader, start_boottime) + config_window_ns <= now)
+	seen.start_ns = BPF_CORE_READ(task, group_leader, start_boottime);
+	if (seen.start_ns + config_window_ns <= now)
 		return 0;
 	if (open_flags(regs, nr) & (O_ACCMODE | O_PATH))
 		return 0;
-	if (!is_target(bpf_get_current_pid_tgid() >> 32))
+	seen.tgid = bpf_get_current_pid_tgid() >> 32;
+	if (!is_target(seen.tgid))
 		return 0;
 	f = fd_file(fd);
-	if (!f || (BPF_CORE_READ(f, f_inode, i_mode) & S_IFMT) != S_IFREG)
+	inode = f ? BPF_CORE_READ(f, f_inode) : NULL;
+	if (!inode || (BPF_CORE_READ(inode, i_mode) & S_IFMT) != S_IFREG)
+		return 0;
+	/* a file this process reported already (or one that just reported it on another
+	 * thread) ends here */
+	seen.ino = BPF_CORE_READ(inode, i_ino);
+	seen.dev = BPF_CORE_READ(inode, i_sb, s_dev);
+	if (bpf_map_update_elem(&config_seen, &seen, &one, BPF_NOEXIST))
 		return 0;
 	if (bpf_probe_read_user(&head, 5, upath)) {
 		count(TRACERD_CNT_PATH_UNREADABLE);
+		bpf_map_delete_elem(&config_seen, &seen); /* a later open may read it */
 		return 0;
 	}
 	/* absolute and elsewhere: not configuration, nothing more read */
 	if ((head & 0xff) == '/' && (head & ETC_PREFIX_MASK) != ETC_PREFIX)
 		return 0;
 	e = reserve(sizeof(*e), TRACERD_CNT_RINGBUF_FULL_CONFIG);
-	if (!e)
+	if (!e) {
+		bpf_map_delete_elem(&config_seen, &seen);
 		return 0;
+	}
 	fill_header(&e->h, TRACERD_EV_CONFIG_OPEN);
 	e->fd = fd;
 	if ((head & 0xff) == '/') {
@@ -114,6 +130,7 @@ static __always_inline int record_config_open(struct pt_regs *regs, long nr, lon
 	if (n <= 0) {
 		count(TRACERD_CNT_PATH_UNREADABLE);
 		bpf_ringbuf_discard(e, BPF_RB_NO_WAKEUP);
+		bpf_map_delete_elem(&config_seen, &seen);
 		return 0;
 	}
 	e->path_len = n;
@@ -121,7 +138,7 @@ static __always_inline int record_config_open(struct pt_regs *regs, long nr, lon
 	return 0;
 }
 
-/* One shared copy for the fexit programs of open, openat and openat2 (see syscalls.h). */
+/* One shared copy for the programs of open, openat and openat2 (see syscalls.h). */
 static __noinline int record_config_open_shared(struct pt_regs *regs, long nr, long fd, __u64 now)
 {
 	return record_config_open(regs, nr, fd, now);
@@ -129,7 +146,7 @@ static __noinline int record_config_open_shared(struct pt_regs *regs, long nr, l
 
 /* A successful open, openat or openat2 returned fd: while some target is in its start window,
  * look further (record_config_open); else this compare is the whole cost. */
-static __always_inline int check_config_open(struct pt_regs *regs, long nr, long fd, bool shared)
+static __always_inline int check_config_open(struct pt_regs *regs, long nr, long fd)
 {
 	__u64 now;
 
@@ -138,7 +155,7 @@ static __always_inline int check_config_open(struct pt_regs *regs, long nr, long
 	now = bpf_ktime_get_boot_ns();
 	if (now >= config_window_until)
 		return 0;
-	return shared ? record_config_open_shared(regs, nr, fd, now) : record_config_open(regs, nr, fd, now);
+	return record_config_open_shared(regs, nr, fd, now);
 }
 
 #endif

@@ -258,4 +258,24 @@ struct {
 	__type(value, __u64); /* open id of its cwd's open_files entry */
 } cwds SEC(".maps");
 
+/*
+ * The configuration files each process has reported (config_opens.h): a process that opens
+ * the same file again in its start window (glibc reads /etc/hosts at every lookup) sends
+ * it once. Keyed by the process's start time too, so a reused pid is a new process; an
+ * evicted entry only sends the file again, which user space ignores.
+ */
+struct config_seen_key {
+	__u64 start_ns; /* the process's start (its leader's start_boottime) */
+	__u64 ino;
+	__u32 tgid;
+	__u32 dev;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096); /* processes in their start window at once, times their files */
+	__type(key, struct config_seen_key);
+	__type(value, __u8);
+} config_seen SEC(".maps");
+
 #endif

@@ -209,30 +209,20 @@ static __always_inline bool pseudo_fs(unsigned long magic)
 }
 
 /*
- * A read/write/pread64/pwrite64 that returned ret >= 0 bytes: recorded when it did less
- * than it asked (count in rdx) on a regular file of a target. A read that stops at the
- * end of the file is how files end, not a short read: only reads that stop before the
- * file's size (as the inode says after the call) are recorded, and a read returning 0 is
- * end of file by definition.
+ * A read/write/pread64/pwrite64 of a target that did ret bytes, fewer than the `want` it asked
+ * for: recorded when the fd is a regular file. A read that stops at the end of the file is how
+ * files end, not a short read: only reads that stop before the file's size (as the inode says
+ * after the call) are recorded.
  */
-static __always_inline int check_short_io(struct pt_regs *regs, long nr, long ret)
+static __always_inline int record_short_io(struct pt_regs *regs, long nr, long ret, unsigned long want)
 {
-	unsigned long want = regs->dx;
 	bool reading = nr == NR_read || nr == NR_pread64;
 	struct tracerd_syscall_failure *e;
 	struct inode *inode;
 	struct file *f;
-	__u32 tgid;
 	__s64 end;
 	int fd;
 
-	if (want > MAX_RW_COUNT)
-		want = MAX_RW_COUNT;
-	if ((unsigned long)ret >= want || (reading && ret == 0))
-		return 0;
-	tgid = bpf_get_current_pid_tgid() >> 32;
-	if (!maybe_target(tgid))
-		return 0;
 	/* a target's short reads are mostly of sockets (a server's every request): the file
 	 * type is checked before the target set's cold buckets are */
 	fd = (int)regs->di;
@@ -240,7 +230,8 @@ static __always_inline int check_short_io(struct pt_regs *regs, long nr, long re
 	if (!f)
 		return 0;
 	inode = BPF_CORE_READ(f, f_inode);
-	if ((BPF_CORE_READ(inode, i_mode) & S_IFMT) != S_IFREG || !is_target(tgid))
+	if ((BPF_CORE_READ(inode, i_mode) & S_IFMT) != S_IFREG ||
+	    !is_target(bpf_get_current_pid_tgid() >> 32))
 		return 0;
 	if (reading) {
 		end = nr == NR_pread64 ? (__s64)regs->r10 + ret : BPF_CORE_READ(f, f_pos);
@@ -261,6 +252,28 @@ static __always_inline int check_short_io(struct pt_regs *regs, long nr, long re
 	name_fd_file(e, f);
 	submit(e);
 	return 0;
+}
+
+/* A subprogram (see syscall_exit); returns 0. */
+static __noinline int record_short_io_shared(struct pt_regs *regs, long nr, long ret, unsigned long want)
+{
+	return record_short_io(regs, nr, ret, want);
+}
+
+/* A read/write/pread64/pwrite64 that returned ret >= 0 bytes: looked at further when it did
+ * less than it asked (count in rdx) in a process that may be a target; a read returning 0 is
+ * end of file by definition. */
+static __always_inline int check_short_io(struct pt_regs *regs, long nr, long ret)
+{
+	unsigned long want = regs->dx;
+
+	if (want > MAX_RW_COUNT)
+		want = MAX_RW_COUNT;
+	if ((unsigned long)ret >= want || ((nr == NR_read || nr == NR_pread64) && ret == 0))
+		return 0;
+	if (!maybe_target(bpf_get_current_pid_tgid() >> 32))
+		return 0;
+	return record_short_io_shared(regs, nr, ret, want);
 }
 
 /* One more call of syscall `nr` by the current process (count_syscalls only). A subprogram,
@@ -293,11 +306,11 @@ static __noinline int count_syscall(long nr)
 }
 
 /*
- * The fexit programs call one shared copy (a BPF subprogram) of what their syscalls do rarely
- * (record a target's failure, track a connection, a cwd): inlined into each of more
- * than a hundred programs, these made the BPF object 3 MB, which the daemon maps and parses at
- * start (4 MiB of its memory). The sys_exit program keeps them inline: it is one program,
- * and a call would only add to each of its recorded failures.
+ * Every program calls one shared copy (a BPF subprogram) of what syscalls do rarely (record a
+ * target's failure or short I/O, track a connection, a cwd, a configuration file): inlined into
+ * each of more than a hundred fexit programs, these made the BPF object 3 MB, which the daemon
+ * maps and parses at start (4 MiB of its memory); inlined into the sys_exit program, they
+ * spread the few instructions every call runs over its whole 19 KB of machine code.
  */
 static __noinline int track_socket_shared(long fd)
 {
@@ -317,22 +330,20 @@ static __noinline int record_target_failure_shared(struct pt_regs *regs, long nr
 /* The end of syscall `nr` with result `ret`: keep the connection watch and the cwd current
  * after successful calls, record failures. Shared by the sys_exit tracepoint (every syscall) and
  * the fexit programs (one per hooked syscall, where `nr` is a constant and the compiler
- * drops the branches of other syscalls); `shared`: call the subprograms above. */
-static __always_inline int syscall_exit(struct pt_regs *regs, long nr, long ret, bool shared)
+ * drops the branches of other syscalls). */
+static __always_inline int syscall_exit(struct pt_regs *regs, long nr, long ret)
 {
 	__u32 tgid;
 
 	if (count_syscalls)
 		count_syscall(nr);
 	if (ret >= 0) {
-		if (nr == NR_accept || nr == NR_accept4 || nr == NR_connect) {
-			long fd = nr == NR_connect ? (int)regs->di : ret;
-			return shared ? track_socket_shared(fd) : track_socket(fd);
-		}
+		if (nr == NR_accept || nr == NR_accept4 || nr == NR_connect)
+			return track_socket_shared(nr == NR_connect ? (int)regs->di : ret);
 		if (nr == NR_chdir || nr == NR_fchdir)
-			return shared ? track_cwd_shared() : track_cwd();
+			return track_cwd_shared();
 		if (nr == NR_open || nr == NR_openat || nr == NR_openat2)
-			return check_config_open(regs, nr, ret, shared);
+			return check_config_open(regs, nr, ret);
 		if ((unsigned long)nr <= NR_write || nr == NR_pread64 || nr == NR_pwrite64)
 			return check_short_io(regs, nr, ret);
 		return 0;
@@ -342,14 +353,13 @@ static __always_inline int syscall_exit(struct pt_regs *regs, long nr, long ret,
 	tgid = bpf_get_current_pid_tgid() >> 32;
 	if (!is_target(tgid))
 		return 0;
-	return shared ? record_target_failure_shared(regs, nr, ret, tgid)
-		      : record_target_failure(regs, nr, ret, tgid);
+	return record_target_failure_shared(regs, nr, ret, tgid);
 }
 
 SEC("tp_btf/sys_exit")
 int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
 {
-	return syscall_exit(regs, regs->orig_ax, ret, false);
+	return syscall_exit(regs, regs->orig_ax, ret);
 }
 
 /* One fexit program per syscall of fexit_syscalls.h, on its x86_64 entry point, which gets
@@ -359,7 +369,7 @@ int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
 	SEC("fexit/__x64_sys_" #func)                                            \
 	int BPF_PROG(fexit_##func, struct pt_regs *regs, long ret)               \
 	{                                                                        \
-		return syscall_exit(regs, nr, ret, true);                        \
+		return syscall_exit(regs, nr, ret);                              \
 	}
 #include "fexit_syscalls.h"
 #undef X

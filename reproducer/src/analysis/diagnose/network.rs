@@ -378,7 +378,7 @@ struct Silence<'e> {
 impl Silence<'_> {
     fn traffic(&self) -> Traffic {
         Traffic {
-            busy: (self.busy_start(), self.start),
+            busy: (self.packets > 0).then(|| (self.busy_start(), self.start)),
             resumed_at: self.resumed.then_some(self.end),
         }
     }

@@ -148,8 +148,10 @@ pub fn steadiest(own: impl Iterator<Item = OwnTraffic>, silence_ms: u64) -> Opti
 /// each, the next packet after a resumed one) and its busy stretches.
 #[derive(Clone, Copy, Debug)]
 pub struct Traffic {
-    /// its busy stretch before the silence: from, to (ns; from == to when unknown)
-    pub busy: (u64, u64),
+    /// its busy stretch before the silence: from, to (ns; from == to when unknown); none
+    /// when it carried no packet before the silence (a connect still waiting for its
+    /// answer: its silence begins when it was opened, not at a packet)
+    pub busy: Option<(u64, u64)>,
     /// the packet that ended the silence, if one did
     pub resumed_at: Option<u64>,
 }
@@ -157,11 +159,13 @@ pub struct Traffic {
 impl Traffic {
     /// Whether it carried a packet strictly inside `from..to`.
     pub fn inside(&self, from: u64, to: u64) -> bool {
-        let (b0, b1) = self.busy;
-        let busy = b1 > from && b0 < to && b1 > b0;
-        let last = b1 > from && b1 < to;
+        let before = self.busy.is_some_and(|(b0, b1)| {
+            let busy = b1 > from && b0 < to && b1 > b0;
+            let last = b1 > from && b1 < to;
+            busy || last
+        });
         let next = self.resumed_at.is_some_and(|t| t > from && t < to);
-        busy || last || next
+        before || next
     }
 }
 
@@ -198,12 +202,23 @@ mod tests {
     #[test]
     fn traffic_inside_a_window() {
         let t = Traffic {
-            busy: (10, 20),
+            busy: Some((10, 20)),
             resumed_at: Some(50),
         };
         assert!(t.inside(15, 40));
         assert!(t.inside(40, 60));
         assert!(!t.inside(20, 50));
         assert!(!t.inside(60, 70));
+        // a connect made at 30 that no packet ever answered did not talk at 30
+        let unanswered = Traffic {
+            busy: None,
+            resumed_at: None,
+        };
+        assert!(!unanswered.inside(20, 50));
+        let answered_at_45 = Traffic {
+            busy: None,
+            resumed_at: Some(45),
+        };
+        assert!(answered_at_45.inside(20, 50));
     }
 }

@@ -264,3 +264,29 @@ fn another_connection_talking_meanwhile_contradicts_a_partition() {
     assert_eq!(talked.talking_connections, ["10.9.0.1:41001-10.9.0.2:7000"]);
     assert!(talked.reason.contains("the pair could talk"), "{}", talked.reason);
 }
+
+#[test]
+fn a_connect_no_packet_answered_during_the_cut_does_not_contradict_it() {
+    // a reconnects to b's port 4369 at 103 s, in the middle of the cut: its SYNs are dropped,
+    // so it never carries a packet and is still silent at the dump (as RabbitMQ's epmd
+    // lookups were in the bug benchmark's rabbitmq-partition)
+    let mut events = both_ends(STREAM, 1, 100 * S, 7000, STEADY);
+    events.push(event(
+        103 * S,
+        0,
+        What::NetworkGap(NetworkGap {
+            local: Some("10.9.0.1:41009".parse().unwrap()),
+            peer: Some("10.9.0.2:4369".parse().unwrap()),
+            duration_ms: 3500,
+            packets: 0,
+            ongoing: true,
+            busy_ms: 0,
+            busy_packets: 0,
+        }),
+    ));
+    let d = diagnose(&timeline(events), Some(&scenario()), Some(&profile(true)));
+    let cut = partitions(&d, Verdict::Cause);
+    assert_eq!(cut.len(), 1, "{:#?}", d.candidates);
+    let evidence = cut[0].silence.as_ref().expect("a silence's evidence");
+    assert!(evidence.talking_connections.is_empty(), "{evidence:#?}");
+}
