@@ -279,8 +279,8 @@ impl Search<'_> {
 
     /// The accepted schedule replayed REPLAY_RUNS times afresh, in OUT/replay/: its own
     /// runs, outside the search's budget and its selection.
-    pub(super) fn replay(&mut self, schedule: &Schedule) -> Result<Confirmation> {
-        let dir = self.cfg.out.join("replay");
+    pub(super) fn replay(&mut self, schedule: &Schedule, name: &str) -> Result<Confirmation> {
+        let dir = self.cfg.out.join(name);
         std::fs::create_dir_all(&dir)?;
         tracedump::atomic::write_bytes(
             &dir.join("schedule.toml"),

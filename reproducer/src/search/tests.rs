@@ -350,6 +350,47 @@ fn level_1_reproduces_and_minimization_drops_the_fault_not_needed() {
 }
 
 #[test]
+fn a_fault_minimization_dropped_by_luck_is_put_back_when_its_replay_misses() {
+    let d = diagnosis(vec![
+        candidate(crash(), 0, 1, &[]),
+        candidate(
+            FaultGuess::Pause {
+                duration_ms: 500,
+                cause: "stopped".into(),
+            },
+            1,
+            2,
+            &[],
+        ),
+    ]);
+    // the crash alone shows the bug in its first 7 runs (the sequential test minimization
+    // decides on) and never again; with the pause, always
+    let crash_alone = AtomicU32::new(0);
+    let mut fake = Fake::new(move |plan, _, _| {
+        let (crash, pause) = (has_kind(plan, FaultKind::Crash), has_kind(plan, FaultKind::Pause));
+        (crash && pause) || (crash && crash_alone.fetch_add(1, Ordering::SeqCst) < 7)
+    });
+    let (r, out) = search(&mut fake, &d, 150);
+    let r = r.unwrap();
+    assert_eq!(r.outcome, Outcome::Reproduced);
+    assert_eq!(r.schedule.unwrap().faults.len(), 2, "the pause put back");
+    let replay = r.replay.unwrap();
+    assert_eq!((replay.bugs, replay.met), (REPLAY_RUNS, true), "{replay:?}");
+    assert_eq!(r.minimized.len(), 1, "{:?}", r.minimized);
+    assert!(
+        r.minimized[0].starts_with("nothing: ") && r.minimized[0].contains("0/10"),
+        "{}",
+        r.minimized[0]
+    );
+    assert!(out.path().join("replay-unminimized/schedule.toml").exists());
+    assert_eq!(
+        r.runs + 2 * REPLAY_RUNS,
+        fake.runs(),
+        "both replays apart from the runs"
+    );
+}
+
+#[test]
 fn level_2_finds_the_nth_call() {
     let refused = FaultGuess::Syscall {
         syscall: "connect".into(),
