@@ -10,8 +10,9 @@
  * The cost stays near zero: every successful open compares the time with config_window_until
  * (the end of the latest target's window) and stops there once no target is starting; inside,
  * the process's own start, the flags (read-only, not O_PATH) and the target set are checked
- * before anything is read, then whether the process reported this file already (config_seen),
- * and the path's first bytes only then. A record that does not fit in
+ * before anything is read, then the path's first five bytes (an absolute path outside /etc ends
+ * there), and only then the fd table, the inode and whether the process reported this file
+ * already (config_seen). A record that does not fit in
  * the ring is counted (TRACERD_CNT_RINGBUF_FULL_CONFIG), an unreadable path too
  * (TRACERD_CNT_PATH_UNREADABLE).
  */
@@ -80,6 +81,7 @@ static __always_inline int record_config_open(struct pt_regs *regs, long nr, lon
 	__u64 head = 0;
 	struct inode *inode;
 	struct file *f;
+	umode_t mode;
 	__u8 one = 1;
 	long n;
 
@@ -91,23 +93,25 @@ static __always_inline int record_config_open(struct pt_regs *regs, long nr, lon
 	seen.tgid = bpf_get_current_pid_tgid() >> 32;
 	if (!is_target(seen.tgid))
 		return 0;
+	/* an absolute path elsewhere (libraries, data, /proc: most opens at a start) is not
+	 * configuration: one read of the caller's memory ends it before the fd table is walked */
+	if (bpf_probe_read_user(&head, 5, upath)) {
+		count(TRACERD_CNT_PATH_UNREADABLE);
+		return 0;
+	}
+	if ((head & 0xff) == '/' && (head & ETC_PREFIX_MASK) != ETC_PREFIX)
+		return 0;
 	f = fd_file(fd);
-	inode = f ? BPF_CORE_READ(f, f_inode) : NULL;
-	if (!inode || (BPF_CORE_READ(inode, i_mode) & S_IFMT) != S_IFREG)
+	if (!f)
+		return 0;
+	inode = file_inode_mode(f, &mode);
+	if (!inode || (mode & S_IFMT) != S_IFREG)
 		return 0;
 	/* a file this process reported already (or one that just reported it on another
 	 * thread) ends here */
 	seen.ino = BPF_CORE_READ(inode, i_ino);
 	seen.dev = BPF_CORE_READ(inode, i_sb, s_dev);
 	if (bpf_map_update_elem(&config_seen, &seen, &one, BPF_NOEXIST))
-		return 0;
-	if (bpf_probe_read_user(&head, 5, upath)) {
-		count(TRACERD_CNT_PATH_UNREADABLE);
-		bpf_map_delete_elem(&config_seen, &seen); /* a later open may read it */
-		return 0;
-	}
-	/* absolute and elsewhere: not configuration, nothing more read */
-	if ((head & 0xff) == '/' && (head & ETC_PREFIX_MASK) != ETC_PREFIX)
 		return 0;
 	e = reserve(sizeof(*e), TRACERD_CNT_RINGBUF_FULL_CONFIG);
 	if (!e) {

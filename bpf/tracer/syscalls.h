@@ -220,6 +220,7 @@ static __always_inline int record_short_io(struct pt_regs *regs, long nr, long r
 	struct tracerd_syscall_failure *e;
 	struct inode *inode;
 	struct file *f;
+	umode_t mode;
 	__s64 end;
 	int fd;
 
@@ -229,9 +230,8 @@ static __always_inline int record_short_io(struct pt_regs *regs, long nr, long r
 	f = fd_file(fd);
 	if (!f)
 		return 0;
-	inode = BPF_CORE_READ(f, f_inode);
-	if ((BPF_CORE_READ(inode, i_mode) & S_IFMT) != S_IFREG ||
-	    !is_target(bpf_get_current_pid_tgid() >> 32))
+	inode = file_inode_mode(f, &mode);
+	if ((mode & S_IFMT) != S_IFREG || !is_target(bpf_get_current_pid_tgid() >> 32))
 		return 0;
 	if (reading) {
 		end = nr == NR_pread64 ? (__s64)regs->r10 + ret : BPF_CORE_READ(f, f_pos);

@@ -4,6 +4,7 @@
  *   fail - close(-1), a cheap call that fails with EBADF
  *   read - read() of one byte from /dev/zero, a call that succeeds
  *   open - openat() of /etc/hostname and its close(), two calls that succeed (ns per pair)
+ *   openself - the same with this program's own file (argv[0], an absolute path outside /etc)
  *   fdfail - write() on a file open read-only, a call on an fd that fails with EBADF
  *   stop - stops itself first (SIGSTOP), so that a tracer that targets a pid can
  *          attach before the timed loop; continue it with SIGCONT
@@ -32,6 +33,7 @@ int main(int argc, char **argv)
 	int fail = !strcmp(argv[1], "fail");
 	int rd = !strcmp(argv[1], "read");
 	int op = !strcmp(argv[1], "open");
+	int opself = !strcmp(argv[1], "openself");
 	int fdfail = !strcmp(argv[1], "fdfail");
 	int zero = open("/dev/zero", O_RDONLY);
 	int rdonly = open("/etc/hostname", O_RDONLY);
@@ -46,6 +48,8 @@ int main(int argc, char **argv)
 			syscall(SYS_read, zero, &byte, 1);
 		else if (op)
 			syscall(SYS_close, syscall(SYS_openat, AT_FDCWD, "/etc/hostname", O_RDONLY));
+		else if (opself)
+			syscall(SYS_close, syscall(SYS_openat, AT_FDCWD, argv[0], O_RDONLY));
 		else if (fdfail)
 			syscall(SYS_write, rdonly, &byte, 1);
 		else

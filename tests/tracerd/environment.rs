@@ -4,6 +4,7 @@
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use crate::common::*;
 
@@ -132,4 +133,53 @@ fn a_targets_build_and_configuration_are_recorded() {
         .find(|l| l["kind"] == "environment" && l["pid"] == pid)
         .expect("inspect --json has the environment");
     assert_eq!(&line["environment"], env);
+}
+
+#[test]
+#[ignore = "system test: needs root (loads BPF programs); scripts/test runs it"]
+fn a_configuration_file_opened_again_and_again_is_sent_once() {
+    require_root();
+    let dir = tempfile::tempdir().unwrap();
+    let shell = dir.path().join("envonce_sh");
+    std::fs::copy("/bin/dash", &shell).expect("copying /bin/dash");
+    let metrics = dir.path().join("tracerd.prom");
+    let d = Daemon::start(&[
+        "--target-comm",
+        "envonce_sh",
+        "--metrics-textfile",
+        metrics.to_str().unwrap(),
+        "--metrics-interval-ms",
+        "100",
+    ]);
+    let child = Command::new(&shell)
+        .args([
+            "-c",
+            "i=0; while [ $i -lt 200 ]; do read h < /etc/hostname; i=$((i+1)); done; echo ready; read x",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawning the target");
+    let mut target = Reaped(child);
+    let stdout = target.0.stdout.take().expect("piped stdout");
+    let mut line = String::new();
+    BufReader::new(stdout).read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "ready", "the target read /etc/hostname 200 times");
+    let dump = d.dump();
+    // the metrics file is rewritten every 100 ms: one written after the dump counts every open
+    std::thread::sleep(Duration::from_millis(500));
+    let text = std::fs::read_to_string(&metrics).expect("the metrics file is written");
+    let (_, samples) = crate::metrics::parse_prometheus(&text);
+    let sent = samples[r#"tracerd_events_received_total{kind="config_open"}"#];
+    // /etc/hostname once, and what the dynamic loader and libc open under /etc once each
+    assert!(
+        (1.0..10.0).contains(&sent),
+        "{sent} configuration opens sent for 200 opens of one file"
+    );
+    let meta = inspect_meta(&dump);
+    let p = meta["processes"]
+        .as_array()
+        .and_then(|ps| ps.iter().find(|p| p["pid"] == target.pid()))
+        .expect("the target is in the process table");
+    config_file(&p["environment"], "/etc/hostname");
 }

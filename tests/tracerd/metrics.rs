@@ -8,7 +8,7 @@ use std::time::Duration;
 use crate::common::*;
 
 /// Parses Prometheus text format 0.0.4: (TYPE of each family, samples by "name{labels}").
-fn parse_prometheus(
+pub(crate) fn parse_prometheus(
     text: &str,
 ) -> (
     std::collections::HashMap<String, String>,

@@ -102,29 +102,54 @@ fn under<'p>(path: &'p str, dir: &str) -> Option<&'p str> {
 /// The run directory of a trace: the value `{workdir}` had in the command lines of the
 /// scenario's nodes, read back from their processes (`node_of` maps a pid to its node).
 /// A test run and a production host that ran the scenario's commands both give it, so both
-/// sides make the same signatures; None when no node's command names `{workdir}` or no
-/// command line fits. The most common answer wins.
+/// sides make the same signatures. Where no command line shows it (a node given its
+/// directories through its environment, `env NAME={workdir}/...`, that execs a server),
+/// the nodes' working directory stands for it: the test bed starts every node in the run
+/// directory. None when neither says. The most common answer wins.
 pub fn workdir_of(
     scenario: &Scenario,
     processes: &[ProcInfo],
     node_of: impl Fn(u32) -> Option<usize>,
 ) -> Option<String> {
+    let from_commands = most_common(processes.iter().flat_map(|p| workdirs_in_command(scenario, p, &node_of)));
+    from_commands.or_else(|| {
+        most_common(
+            processes
+                .iter()
+                .filter(|p| node_of(p.pid).is_some())
+                .filter_map(|p| p.cwd.clone())
+                .filter(|cwd| cwd.starts_with('/') && cwd != "/"),
+        )
+    })
+}
+
+fn most_common(values: impl Iterator<Item = String>) -> Option<String> {
     let mut found: BTreeMap<String, usize> = BTreeMap::new();
-    for p in processes {
-        let (Some(node), Some(argv)) = (node_of(p.pid), &p.cmdline) else {
-            continue;
-        };
+    for v in values {
+        *found.entry(v).or_default() += 1;
+    }
+    found.into_iter().max_by_key(|(_, n)| *n).map(|(w, _)| w)
+}
+
+/// The values of `{workdir}` that process `p`'s command line gives, when it is a node's.
+fn workdirs_in_command(
+    scenario: &Scenario,
+    p: &ProcInfo,
+    node_of: impl Fn(u32) -> Option<usize>,
+) -> Vec<String> {
+    let mut found = Vec::new();
+    if let (Some(node), Some(argv)) = (node_of(p.pid), &p.cmdline) {
         for template in scenario.nodes[node]
             .command
             .iter()
             .filter(|a| a.contains("{workdir}"))
         {
             if let Some(w) = argv.iter().find_map(|arg| workdir_in(template, arg)) {
-                *found.entry(w).or_default() += 1;
+                found.push(w);
             }
         }
     }
-    found.into_iter().max_by_key(|(_, n)| *n).map(|(w, _)| w)
+    found
 }
 
 /// The value of `{workdir}` that makes `template` (an argument naming it, no other
@@ -358,6 +383,42 @@ mod tests {
         };
         assert_eq!(workdir_of(&scenario, &processes, node_of).as_deref(), Some(w));
         assert_eq!(workdir_of(&scenario, &processes[2..], node_of), None);
+    }
+
+    #[test]
+    fn a_node_given_its_directory_through_its_environment_is_known_by_its_working_directory() {
+        let scenario = Scenario::parse(
+            "name = \"mq\"\n[[nodes]]\nname = \"r1\"\ncommand = [\"env\", \"DATA={workdir}/r1\", \"mq-server\"]\n\
+             [workload]\ncommand = [\"true\"]\n[oracle]\ncommand = [\"false\"]\n",
+            "t",
+        )
+        .expect("scenario");
+        let proc_ = |pid: u32, cwd: &str| ProcInfo {
+            pid,
+            cmdline: Some(vec!["/usr/lib/mq/beam".to_string(), "-noshell".to_string()]),
+            cwd: Some(cwd.to_string()),
+            ..Default::default()
+        };
+        let processes = [
+            proc_(1, "/tmp/bb-mq.Xy3kQ9"),
+            proc_(2, "/tmp/bb-mq.Xy3kQ9"),
+            proc_(3, "/"),
+            proc_(4, "/elsewhere"),
+        ];
+        let nodes = |pid: u32| (pid != 4).then_some(0);
+        assert_eq!(
+            workdir_of(&scenario, &processes, nodes).as_deref(),
+            Some("/tmp/bb-mq.Xy3kQ9")
+        );
+        assert_eq!(
+            normalize_path("/tmp/bb-mq.Xy3kQ9", Some("/tmp/bb-mq.Xy3kQ9")),
+            "{workdir}"
+        );
+        assert_eq!(
+            workdir_of(&scenario, &processes[2..], nodes),
+            None,
+            "/ is no run directory"
+        );
         assert_eq!(workdir_in("{workdir}/db1", "relative/db1"), None);
     }
 }
