@@ -111,7 +111,11 @@ pub fn workdir_of(
     processes: &[ProcInfo],
     node_of: impl Fn(u32) -> Option<usize>,
 ) -> Option<String> {
-    let from_commands = most_common(processes.iter().flat_map(|p| workdirs_in_command(scenario, p, &node_of)));
+    let from_commands = most_common(
+        processes
+            .iter()
+            .flat_map(|p| workdirs_in_command(scenario, p, &node_of)),
+    );
     from_commands.or_else(|| {
         most_common(
             processes
