@@ -4,7 +4,7 @@
 //! becomes a placeholder or a glob inside one component: the run directory `{workdir}`, a
 //! process id `/proc/{pid}`, a temporary name's random suffix and runs of digits `*`.
 //! [`path_glob`] turns a signature into the glob the test bed matches a call's path with.
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use tracedump::process::ProcInfo;
 
@@ -104,8 +104,9 @@ fn under<'p>(path: &'p str, dir: &str) -> Option<&'p str> {
 /// A test run and a production host that ran the scenario's commands both give it, so both
 /// sides make the same signatures. Where no command line shows it (a node given its
 /// directories through its environment, `env NAME={workdir}/...`, that execs a server),
-/// the nodes' working directory stands for it: the test bed starts every node in the run
-/// directory. None when neither says. The most common answer wins.
+/// the nodes' working directory stands for it (a process's that ended before it was read:
+/// its parent's): the test bed starts every node in the run directory. None when neither
+/// says. The most common answer wins.
 pub fn workdir_of(
     scenario: &Scenario,
     processes: &[ProcInfo],
@@ -117,14 +118,28 @@ pub fn workdir_of(
             .flat_map(|p| workdirs_in_command(scenario, p, &node_of)),
     );
     from_commands.or_else(|| {
+        let by_pid: HashMap<u32, &ProcInfo> = processes.iter().map(|p| (p.pid, p)).collect();
         most_common(
             processes
                 .iter()
                 .filter(|p| node_of(p.pid).is_some())
-                .filter_map(|p| p.cwd.clone())
+                .filter_map(|p| cwd_of(p, &by_pid))
                 .filter(|cwd| cwd.starts_with('/') && cwd != "/"),
         )
     })
+}
+
+/// A process's working directory; for one that ended before tracerd read it (a node's
+/// short-lived helper), its nearest ancestor's: a child starts in its parent's.
+fn cwd_of(p: &ProcInfo, by_pid: &HashMap<u32, &ProcInfo>) -> Option<String> {
+    let mut p = p;
+    for _ in 0..16 {
+        if let Some(cwd) = &p.cwd {
+            return Some(cwd.clone());
+        }
+        p = by_pid.get(&p.ppid).filter(|parent| parent.pid != p.pid)?;
+    }
+    None
 }
 
 fn most_common(values: impl Iterator<Item = String>) -> Option<String> {
@@ -390,26 +405,30 @@ mod tests {
     }
 
     #[test]
-    fn a_node_given_its_directory_through_its_environment_is_known_by_its_working_directory() {
+    fn a_node_given_its_directory_through_its_environment_is_known_by_its_working_directory_or_its_parents() {
         let scenario = Scenario::parse(
             "name = \"mq\"\n[[nodes]]\nname = \"r1\"\ncommand = [\"env\", \"DATA={workdir}/r1\", \"mq-server\"]\n\
              [workload]\ncommand = [\"true\"]\n[oracle]\ncommand = [\"false\"]\n",
             "t",
         )
         .expect("scenario");
-        let proc_ = |pid: u32, cwd: &str| ProcInfo {
+        let proc_ = |pid: u32, ppid: u32, cwd: Option<&str>| ProcInfo {
             pid,
+            ppid,
             cmdline: Some(vec!["/usr/lib/mq/beam".to_string(), "-noshell".to_string()]),
-            cwd: Some(cwd.to_string()),
+            cwd: cwd.map(str::to_string),
             ..Default::default()
         };
         let processes = [
-            proc_(1, "/tmp/bb-mq.Xy3kQ9"),
-            proc_(2, "/tmp/bb-mq.Xy3kQ9"),
-            proc_(3, "/"),
-            proc_(4, "/elsewhere"),
+            proc_(3, 1, Some("/")),
+            proc_(4, 1, Some("/elsewhere")),
+            // a server no node's text matches, and its short-lived helpers that a node's
+            // `match` names, ended before their cwd was read
+            proc_(10, 1, Some("/tmp/bb-mq.Xy3kQ9")),
+            proc_(11, 10, None),
+            proc_(12, 10, None),
         ];
-        let nodes = |pid: u32| (pid != 4).then_some(0);
+        let nodes = |pid: u32| [3, 11, 12].contains(&pid).then_some(0);
         assert_eq!(
             workdir_of(&scenario, &processes, nodes).as_deref(),
             Some("/tmp/bb-mq.Xy3kQ9")
@@ -419,7 +438,7 @@ mod tests {
             "{workdir}"
         );
         assert_eq!(
-            workdir_of(&scenario, &processes[2..], nodes),
+            workdir_of(&scenario, &processes[..2], nodes),
             None,
             "/ is no run directory"
         );
