@@ -30,6 +30,22 @@ fn config_file<'a>(env: &'a serde_json::Value, path: &str) -> &'a serde_json::Va
         .unwrap_or_else(|| panic!("no configuration file {path} in {env:#}"))
 }
 
+/// Starts `cmd` with piped stdin and stdout and returns once it printed "ready" (it has read
+/// what the test looks for and waits on stdin); killed on drop.
+fn start_until_ready(cmd: &mut Command) -> Reaped {
+    let child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawning the target");
+    let mut target = Reaped(child);
+    let stdout = target.0.stdout.take().expect("piped stdout");
+    let mut line = String::new();
+    BufReader::new(stdout).read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "ready", "the target's first line");
+    target
+}
+
 #[test]
 #[ignore = "system test: needs root (loads BPF programs, creates namespaces); scripts/test runs it"]
 fn a_targets_build_and_configuration_are_recorded() {
@@ -51,18 +67,11 @@ fn a_targets_build_and_configuration_are_recorded() {
     ]);
 
     // the configuration file named relative to the cwd; /etc/hostname read at the start
-    let child = Command::new(&shell)
-        .args(["-c", "read h < /etc/hostname; echo ready; read x", "app.conf"])
-        .current_dir(dir.path())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("spawning the target");
-    let mut target = Reaped(child);
-    let stdout = target.0.stdout.take().expect("piped stdout");
-    let mut line = String::new();
-    BufReader::new(stdout).read_line(&mut line).unwrap();
-    assert_eq!(line.trim(), "ready", "the target read /etc/hostname");
+    let target = start_until_ready(
+        Command::new(&shell)
+            .args(["-c", "read h < /etc/hostname; echo ready; read x", "app.conf"])
+            .current_dir(dir.path()),
+    );
     let dump = d.dump();
     let pid = target.pid();
 
@@ -151,20 +160,10 @@ fn a_configuration_file_opened_again_and_again_is_sent_once() {
         "--metrics-interval-ms",
         "100",
     ]);
-    let child = Command::new(&shell)
-        .args([
-            "-c",
-            "i=0; while [ $i -lt 200 ]; do read h < /etc/hostname; i=$((i+1)); done; echo ready; read x",
-        ])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("spawning the target");
-    let mut target = Reaped(child);
-    let stdout = target.0.stdout.take().expect("piped stdout");
-    let mut line = String::new();
-    BufReader::new(stdout).read_line(&mut line).unwrap();
-    assert_eq!(line.trim(), "ready", "the target read /etc/hostname 200 times");
+    let target = start_until_ready(Command::new(&shell).args([
+        "-c",
+        "i=0; while [ $i -lt 200 ]; do read h < /etc/hostname; i=$((i+1)); done; echo ready; read x",
+    ]));
     let dump = d.dump();
     // the metrics file is rewritten every 100 ms: one written after the dump counts every open
     std::thread::sleep(Duration::from_millis(500));

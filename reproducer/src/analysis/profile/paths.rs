@@ -424,17 +424,17 @@ mod tests {
             proc_(4, 1, Some("/elsewhere")),
             // a server no node's text matches, and its short-lived helpers that a node's
             // `match` names, ended before their cwd was read
-            proc_(10, 1, Some("/tmp/bb-mq.Xy3kQ9")),
+            proc_(10, 1, Some("/srv/bb-mq.Xy3kQ9")),
             proc_(11, 10, None),
             proc_(12, 10, None),
         ];
         let nodes = |pid: u32| [3, 11, 12].contains(&pid).then_some(0);
         assert_eq!(
             workdir_of(&scenario, &processes, nodes).as_deref(),
-            Some("/tmp/bb-mq.Xy3kQ9")
+            Some("/srv/bb-mq.Xy3kQ9")
         );
         assert_eq!(
-            normalize_path("/tmp/bb-mq.Xy3kQ9", Some("/tmp/bb-mq.Xy3kQ9")),
+            normalize_path("/srv/bb-mq.Xy3kQ9", Some("/srv/bb-mq.Xy3kQ9")),
             "{workdir}"
         );
         assert_eq!(
