@@ -74,7 +74,7 @@ static __always_inline bool under_etc(const char *path)
 /* A target inside its window opened fd read-only: record it if it is a regular file under /etc. */
 static __always_inline int record_config_open(struct pt_regs *regs, long nr, long fd, __u64 now)
 {
-	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	struct task_struct *task = bpf_get_current_task_btf();
 	const char *upath = (const char *)(nr == NR_open ? regs->di : regs->si);
 	struct config_seen_key seen = {};
 	struct tracerd_config_open *e;
@@ -85,7 +85,8 @@ static __always_inline int record_config_open(struct pt_regs *regs, long nr, lon
 	__u8 one = 1;
 	long n;
 
-	seen.start_ns = BPF_CORE_READ(task, group_leader, start_boottime);
+	/* typed loads (every open in a window asks): two helper copies cost more than the rest */
+	seen.start_ns = task->group_leader->start_boottime;
 	if (seen.start_ns + config_window_ns <= now)
 		return 0;
 	if (open_flags(regs, nr) & (O_ACCMODE | O_PATH))
