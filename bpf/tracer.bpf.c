@@ -12,7 +12,7 @@
  *   maps.h       every map, the configuration set before load, the global variables
  *   output.h     the ring buffer and the drop counters
  *   targets.h    the target set: register_target
- *   files.h      an fd's file or socket, open ids
+ *   files.h      an fd's file or socket (the fd table: fd_table.h), open ids
  *   paths.h      the absolute path of a dentry on a mount, walked up
  *   network.h    connections and their silences: look_connections, on_sock_state
  *   cwd.h        the cwd of the targets

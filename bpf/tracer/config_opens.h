@@ -9,10 +9,10 @@
  *
  * The cost stays near zero: every successful open compares the time with config_window_until
  * (the end of the latest target's window) and stops there once no target is starting; inside,
- * the process's own start, the flags (read-only, not O_PATH) and the target set are checked
+ * the process's own start, the flags (read-only, not O_PATH) and the target slots are checked
  * before anything is read, then the path's first five bytes (an absolute path outside /etc ends
- * there), and only then the fd table, the inode and whether the process reported this file
- * already (config_seen). A record that does not fit in
+ * there), and only then the target set, the fd table, the inode and whether the process
+ * reported this file already (config_seen). A record that does not fit in
  * the ring is counted (TRACERD_CNT_RINGBUF_FULL_CONFIG), an unreadable path too
  * (TRACERD_CNT_PATH_UNREADABLE).
  */
@@ -92,15 +92,19 @@ static __always_inline int record_config_open(struct pt_regs *regs, long nr, lon
 	if (open_flags(regs, nr) & (O_ACCMODE | O_PATH))
 		return 0;
 	seen.tgid = bpf_get_current_pid_tgid() >> 32;
-	if (!is_target(seen.tgid))
+	if (!maybe_target(seen.tgid))
 		return 0;
 	/* an absolute path elsewhere (libraries, data, /proc: most opens at a start) is not
-	 * configuration: one read of the caller's memory ends it before the fd table is walked */
+	 * configuration: one read of the caller's memory ends it before the target set's
+	 * lookup and the fd table */
 	if (bpf_probe_read_user(&head, 5, upath)) {
-		count(TRACERD_CNT_PATH_UNREADABLE);
+		if (is_target(seen.tgid))
+			count(TRACERD_CNT_PATH_UNREADABLE);
 		return 0;
 	}
 	if ((head & 0xff) == '/' && (head & ETC_PREFIX_MASK) != ETC_PREFIX)
+		return 0;
+	if (!is_target(seen.tgid))
 		return 0;
 	f = fd_file(fd);
 	if (!f)
@@ -110,8 +114,7 @@ static __always_inline int record_config_open(struct pt_regs *regs, long nr, lon
 		return 0;
 	/* a file this process reported already (or one that just reported it on another
 	 * thread) ends here */
-	seen.ino = BPF_CORE_READ(inode, i_ino);
-	seen.dev = BPF_CORE_READ(inode, i_sb, s_dev);
+	inode_ino_dev(inode, &seen.ino, &seen.dev);
 	if (bpf_map_update_elem(&config_seen, &seen, &one, BPF_NOEXIST))
 		return 0;
 	e = reserve(sizeof(*e), TRACERD_CNT_RINGBUF_FULL_CONFIG);

@@ -8,6 +8,7 @@
 #define TRACERD_TRACER_FILES_H
 
 #include "maps.h"
+#include "fd_table.h"
 
 #define AF_UNIX 1
 #define AF_INET 2
@@ -16,26 +17,10 @@
 #define S_IFSOCK 0140000
 #define S_IFREG 0100000
 
-/* The current task's struct file of fd, NULL when fd is not open. Run on every short read of
- * a target (a server's every request on a socket): the task, its fd table and the table's
- * size and array are read by the typed loads of tracing programs (tp_btf, fexit), not by a
- * helper call each; only the array's slot, at an index the verifier cannot bound, is. */
+/* The current task's struct file of fd, NULL when fd is not open (fd_table.h). */
 static __always_inline struct file *fd_file(int fd)
 {
-	struct task_struct *task = bpf_get_current_task_btf();
-	struct files_struct *files = task->files;
-	struct fdtable *fdt;
-	struct file **fds;
-	struct file *f = NULL;
-
-	if (!files)
-		return NULL;
-	fdt = files->fdt;
-	if (!fdt || fd < 0 || (unsigned int)fd >= fdt->max_fds)
-		return NULL;
-	fds = fdt->fd;
-	bpf_probe_read_kernel(&f, sizeof(f), &fds[fd]);
-	return f;
+	return fd_table_file(fd, typed_fd_slot);
 }
 
 /*
@@ -56,6 +41,20 @@ static __always_inline struct inode *file_inode_mode(struct file *f, umode_t *mo
 	inode = BPF_CORE_READ(f, f_inode);
 	*mode = BPF_CORE_READ(inode, i_mode);
 	return inode;
+}
+
+/* The inode's number and its filesystem's device, typed loads where file_inode_mode's are. */
+static __always_inline void inode_ino_dev(struct inode *inode, __u64 *ino, __u32 *dev)
+{
+	if (bpf_ksym_exists(bpf_rdonly_cast)) {
+		struct inode *i = bpf_core_cast(inode, struct inode);
+
+		*ino = i->i_ino;
+		*dev = i->i_sb->s_dev;
+		return;
+	}
+	*ino = BPF_CORE_READ(inode, i_ino);
+	*dev = BPF_CORE_READ(inode, i_sb, s_dev);
 }
 
 static __always_inline bool file_is_socket(struct file *f)

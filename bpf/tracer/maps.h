@@ -28,6 +28,8 @@ const volatile __u64 config_window_ns = 0;
 const volatile __u32 target_cgroup_count = 0;
 const volatile __u32 cgroup_level_min = 0;
 const volatile __u32 cgroup_level_max = 0;
+/* Whether the kernel reads an fd table's slot by a typed load (fd_table.h, probed at start). */
+const volatile bool typed_fd_slot = false;
 
 /* Threads currently in `pauses`; lets sched_switch skip the lookup when 0. */
 __u64 pending_pauses = 0;

@@ -8,7 +8,7 @@ use std::process::Command;
 
 use crate::common::*;
 
-/// The probe agrees with the kernel's version (uprobe-multi links came with Linux 6.6), and
+/// The probes agree with the kernel's version (uprobe-multi links came with Linux 6.6), and
 /// the daemon says which paths it chose.
 #[test]
 #[ignore = "system test: needs root (loads BPF programs, creates namespaces); scripts/test runs it"]
@@ -24,6 +24,14 @@ fn kernel_probes_choose_the_paths_before_loading() {
         version >= (6, 6),
         "uprobe-multi probe on {release}"
     );
+    // typed loads of an fd table's slot: refused by Debian 12's 6.1 and 6.12, taken on 6.18
+    if version <= (6, 12) || version >= (6, 18) {
+        assert_eq!(
+            tracerd::kernel::typed_fd_slot(),
+            version >= (6, 18),
+            "typed fd slot probe on {release}"
+        );
+    }
     let d = Daemon::start(&["--target-comm", "eg_no_such"]);
     let log = d.log_text();
     assert!(

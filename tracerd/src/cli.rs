@@ -108,8 +108,9 @@ pub enum Command {
         #[arg(long, value_name = "FILE")]
         config: Option<PathBuf>,
     },
-    /// Print the paths this kernel gets (probed at start; needs root): uprobe-multi links or
-    /// single uprobes, and how the end of a process is seen
+    /// Print the paths this kernel gets (probed at start; needs root): fexit programs or the
+    /// sys_exit tracepoint, uprobe-multi links or single uprobes, typed loads or helper copies
+    /// of fd table slots, and how the end of a process is seen
     Kernel,
     /// Write dumps as one timeline (several dumps merge on their wall clocks)
     Export {

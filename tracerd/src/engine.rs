@@ -154,6 +154,7 @@ impl Engine {
         rodata.count_syscalls = config.count_syscalls as u32;
         rodata.function_events = config.function_events as u32;
         rodata.config_window_ns = config.config_window_ms * 1_000_000;
+        rodata.typed_fd_slot = kernel::typed_fd_slot();
         open.maps.events.set_max_entries(config.kernel_buffer_bytes)?;
         open.maps.open_files.set_max_entries(config.open_files)?;
         open.maps.conns.set_max_entries(config.connections)?;

@@ -97,6 +97,36 @@ fn probe_fexit() -> bool {
     link >= 0
 }
 
+/// Typed loads of an fd table's slot (bpf/tracer/fd_table.h: a pointer to a non-struct type
+/// read as untrusted memory; 6.18 allows it, 6.12 does not). Probed by loading the same code
+/// in its own small object (bpf/fd_table_probe.bpf.c), never attached; without it the tracer
+/// copies the slot with a helper.
+pub fn typed_fd_slot() -> bool {
+    static PROBED: OnceLock<bool> = OnceLock::new();
+    *PROBED.get_or_init(probe_typed_fd_slot)
+}
+
+mod fd_table_probe {
+    #![allow(clippy::all, non_camel_case_types, dead_code)]
+    include!(concat!(env!("OUT_DIR"), "/fd_table_probe.skel.rs"));
+}
+
+fn probe_typed_fd_slot() -> bool {
+    use libbpf_rs::skel::{OpenSkel, SkelBuilder};
+    let mut storage = std::mem::MaybeUninit::uninit();
+    let loaded = fd_table_probe::FdTableProbeSkelBuilder::default()
+        .open(&mut storage)
+        .and_then(|open| open.load());
+    log::debug!(
+        "typed fd slot probe: {}",
+        match &loaded {
+            Ok(_) => "loaded".to_string(),
+            Err(e) => format!("not loaded ({e})"),
+        }
+    );
+    loaded.is_ok()
+}
+
 /// Loads a two-instruction program (r0 = 0; exit) of `prog_type` for `attach_type`: what a
 /// probe needs to ask the kernel whether it accepts a kind of program or link.
 fn probe_program(prog_type: u32, attach_type: u32, attach_btf_id: u32) -> std::io::Result<OwnedFd> {
@@ -174,8 +204,13 @@ pub fn summary() -> String {
     } else {
         "sys_exit tracepoint"
     };
+    let fd_slots = if typed_fd_slot() {
+        "typed loads"
+    } else {
+        "helper copies (no typed loads of them on this kernel)"
+    };
     format!(
-        "kernel {}: failed syscalls: {failures}; function probes: {uprobes}; process end: sched_process_exit + signal->live",
+        "kernel {}: failed syscalls: {failures}; function probes: {uprobes}; fd table slots: {fd_slots}; process end: sched_process_exit + signal->live",
         release()
     )
 }
