@@ -96,6 +96,15 @@ build_release() {
   (cd "$REPO_ROOT" && cargo build --release --locked "$@")
 }
 
+# in_order ROUND VARIANTS...: odd rounds take the variants as listed, even rounds in reverse.
+# Which variant of a round goes first moves the numbers: in passes of two tracerd builds
+# that run the same instructions on Redis's path, the one measured first took 40-50 ns more
+# BPF time per request in either order.
+in_order() {
+  local r=$1; shift
+  if (( r % 2 )); then echo "$@"; else printf '%s\n' "$@" | tac | tr '\n' ' '; fi
+}
+
 # median: the median of the numbers on stdin, one a line; "nan" when there are none.
 median() {
   sort -g | awk '{a[NR]=$1} END { if (NR == 0) print "nan"; else if (NR % 2) print a[(NR+1)/2]; else print (a[NR/2] + a[NR/2+1]) / 2 }'
