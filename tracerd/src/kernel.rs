@@ -113,6 +113,9 @@ mod fd_table_probe {
 
 fn probe_typed_fd_slot() -> bool {
     use libbpf_rs::skel::{OpenSkel, SkelBuilder};
+    // a refusal is the expected answer on older kernels: its verifier log goes to the debug
+    // log, not to stderr (libbpf's default), where `tracerd kernel` and tests would print it
+    route_libbpf_logs();
     let mut storage = std::mem::MaybeUninit::uninit();
     let loaded = fd_table_probe::FdTableProbeSkelBuilder::default()
         .open(&mut storage)
