@@ -202,7 +202,7 @@ struct tracerd_conn {
 	__u64 busy_ns;       /* start of the busy stretch: the first segment after the last
 			      * silence longer than gap_ns, or when watching began */
 	__u32 busy_packets;  /* segments received from busy_ns to last_ns */
-	__u32 reserved;
+	__u32 slot;          /* its index in conn_keys, which the looks walk */
 };
 
 /* Value of pauses, keyed by thread id. */

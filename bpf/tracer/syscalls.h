@@ -98,8 +98,10 @@ static __always_inline int track_socket(long fd)
 	watch_conn(sk, &c);
 	if (BPF_CORE_READ(sk, __sk_common.skc_state) == TCP_CLOSE) {
 		__u64 key = (__u64)sk;
+		struct tracerd_conn *w = bpf_map_lookup_elem(&conns, &key);
 
-		bpf_map_delete_elem(&conns, &key); /* closed meanwhile */
+		if (w)
+			unwatch_conn(key, w); /* closed meanwhile */
 	}
 	return 0;
 }

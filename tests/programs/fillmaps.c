@@ -3,6 +3,8 @@
  * killed (the test kills its process group). Prints what it created, then "ready".
  *
  *   fillmaps conns N       N TCP connections over 127.0.0.1 (both ends kept open, silent)
+ *   fillmaps cycle N R     R rounds of N such connections, each closed before the next
+ *                          round but the last, which is kept open
  *   fillmaps stop N        N children that stop themselves (SIGSTOP); prints their pids
  */
 #include <arpa/inet.h>
@@ -31,23 +33,34 @@ static void want_fds(long n)
 	}
 }
 
-static int conns(long n)
+static int conns(long n, long rounds)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	socklen_t len = sizeof(a);
 	int s = socket(AF_INET, SOCK_STREAM, 0);
+	int *fds = calloc(2 * n, sizeof(int));
 
 	want_fds(2 * n + 1);
-	if (bind(s, (struct sockaddr *)&a, sizeof(a)) || listen(s, 128) || getsockname(s, (struct sockaddr *)&a, &len)) {
+	if (!fds || bind(s, (struct sockaddr *)&a, sizeof(a)) || listen(s, 128) ||
+	    getsockname(s, (struct sockaddr *)&a, &len)) {
 		perror("listen");
 		return 1;
 	}
-	for (long i = 0; i < n; i++) {
-		int c = socket(AF_INET, SOCK_STREAM, 0);
-		if (connect(c, (struct sockaddr *)&a, sizeof(a)) || accept(s, NULL, NULL) < 0) {
-			perror("connect/accept");
-			return 1;
+	for (long r = 0; r < rounds; r++) {
+		for (long i = 0; i < n; i++) {
+			fds[2 * i] = socket(AF_INET, SOCK_STREAM, 0);
+			if (connect(fds[2 * i], (struct sockaddr *)&a, sizeof(a)) ||
+			    (fds[2 * i + 1] = accept(s, NULL, NULL)) < 0) {
+				perror("connect/accept");
+				return 1;
+			}
 		}
+		if (r + 1 == rounds)
+			break;
+		for (long i = 0; i < 2 * n; i++)
+			close(fds[i]);
+		/* both ends reach CLOSE: the active one through TIME_WAIT, the other on its ACK */
+		usleep(200000);
 	}
 	return 0;
 }
@@ -81,11 +94,13 @@ int main(int argc, char **argv)
 	int rc;
 
 	if (argc >= 3 && !strcmp(argv[1], "conns"))
-		rc = conns(atol(argv[2]));
+		rc = conns(atol(argv[2]), 1);
+	else if (argc >= 4 && !strcmp(argv[1], "cycle"))
+		rc = conns(atol(argv[2]), atol(argv[3]));
 	else if (argc >= 3 && !strcmp(argv[1], "stop"))
 		rc = stop(atol(argv[2]));
 	else {
-		fprintf(stderr, "usage: fillmaps conns N | stop N\n");
+		fprintf(stderr, "usage: fillmaps conns N | cycle N R | stop N\n");
 		return 2;
 	}
 	if (rc)

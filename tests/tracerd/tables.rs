@@ -67,22 +67,69 @@ fn dump_holds_every_silent_connection_far_beyond_one_batch() {
     let d = Daemon::start(&["--target-comm", "fm_conns", "--gap-ms", "1000"]);
     let g = Group::start(&prog, &["conns", &N.to_string()]);
     std::thread::sleep(Duration::from_millis(1600));
-    let events = inspect_json(&d.dump());
-    let ongoing: BTreeSet<(String, String)> = events
-        .iter()
-        .filter(|e| e["kind"] == "network_gap" && e["pid"] == g.pid() && e["ongoing"] == true)
-        .map(|e| {
-            (
-                e["src"].as_str().unwrap().to_string(),
-                e["dst"].as_str().unwrap().to_string(),
-            )
-        })
-        .collect();
     assert_eq!(
-        ongoing.len(),
+        ongoing_gaps(&d.dump(), g.pid()).len(),
         2 * N,
         "both ends of every silent connection are an ongoing gap"
     );
+}
+
+/// The (local, peer) pairs of `pid`'s ongoing gaps in `dump`.
+fn ongoing_gaps(dump: &Path, pid: u32) -> BTreeSet<(String, String)> {
+    inspect_json(dump)
+        .iter()
+        .filter(|e| e["kind"] == "network_gap" && e["pid"] == pid && e["ongoing"] == true)
+        .map(|e| (e["src"].to_string(), e["dst"].to_string()))
+        .collect()
+}
+
+fn connections_full(dump: &Path) -> u64 {
+    inspect_meta(dump)["counters"]["kernel"]["connections_full"]
+        .as_u64()
+        .expect("counters.kernel.connections_full")
+}
+
+#[test]
+#[ignore = "system test: needs root (loads BPF programs, creates namespaces); scripts/test runs it"]
+fn closed_connections_free_their_slots_and_a_full_table_is_counted() {
+    require_root();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("tracerd.toml");
+    std::fs::write(&config, "connections = 64\n").expect("writing the config");
+    let prog = program_as("fillmaps", "fm_slots");
+    let d = Daemon::start(&[
+        "--config",
+        config.to_str().expect("utf-8 path"),
+        "--target-comm",
+        "fm_slots",
+        "--gap-ms",
+        "1000",
+    ]);
+    // 5 rounds of 40 watched ends, 200 in all, through a table of 64: only reuse fits them
+    let cycled = Group::start(&prog, &["cycle", "20", "5"]);
+    std::thread::sleep(Duration::from_millis(1600));
+    let dump = d.dump();
+    assert_eq!(
+        connections_full(&dump),
+        0,
+        "closed connections gave back their slots"
+    );
+    assert_eq!(
+        ongoing_gaps(&dump, cycled.pid()).len(),
+        40,
+        "both ends of each connection of the last round are watched"
+    );
+    // 40 more ends, 24 slots left
+    let more = Group::start(&prog, &["conns", "20"]);
+    std::thread::sleep(Duration::from_millis(1600));
+    let dump = d.dump();
+    assert_eq!(
+        connections_full(&dump),
+        16,
+        "ends past the table's 64 are counted"
+    );
+    assert_eq!(ongoing_gaps(&dump, more.pid()).len(), 24);
+    assert_eq!(ongoing_gaps(&dump, cycled.pid()).len(), 40);
 }
 
 #[test]

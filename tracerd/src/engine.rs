@@ -98,6 +98,10 @@ impl Engine {
             kernel::diagnose("loading the BPF programs", &sections, || open.load())
         })?;
         fill_static_maps(&skel, config)?;
+        skel.progs
+            .fill_conn_slots
+            .test_run(libbpf_rs::ProgramInput::default())
+            .context("stacking the free connection slots")?;
         for cg in &cgroups {
             skel.maps
                 .target_cgroups
@@ -155,9 +159,12 @@ impl Engine {
         rodata.function_events = config.function_events as u32;
         rodata.config_window_ns = config.config_window_ms * 1_000_000;
         rodata.typed_fd_slot = kernel::typed_fd_slot();
+        rodata.conn_capacity = config.connections;
         open.maps.events.set_max_entries(config.kernel_buffer_bytes)?;
         open.maps.open_files.set_max_entries(config.open_files)?;
         open.maps.conns.set_max_entries(config.connections)?;
+        open.maps.conn_keys.set_max_entries(config.connections)?;
+        open.maps.free_conn_slots.set_max_entries(config.connections)?;
         // functions.len() is bounded by MAX_FUNCTIONS (config::function_specs)
         open.maps
             .function_calls
@@ -490,9 +497,9 @@ fn set_target_cgroups(open: &mut OpenTracerSkel<'static>, cgroups: &[TargetCgrou
 }
 
 /// The period of `look_at_connections`: a tenth of the gap threshold, between 10 and 250 ms.
-/// Each look walks every slot of the connection map, watched or not (about 13 ns a slot
-/// here), so looking more often than that precision needs is CPU spent on an idle host.
-/// A silence's end is known to within this period.
+/// Each look walks the connection slots ever used, so looking more often than that precision
+/// needs is CPU spent on a host with many connections. A silence's end is known to within
+/// this period.
 fn look_period(gap_ms: u64) -> Duration {
     Duration::from_millis((gap_ms / 10).clamp(10, 250))
 }
