@@ -186,8 +186,8 @@ struct tracerd_open_file {
 	char path[TRACERD_PATH_LEN];
 };
 
-/* Value of conns, keyed by the struct sock pointer. Kept current by periodic looks at the
- * socket's own receive counters, not per packet. */
+/* A watched connection: a slot of conn_slots (conns gives a socket's slot). Kept current by
+ * periodic looks at the socket's own receive counters, not per packet. */
 struct tracerd_conn {
 	__u64 last_ns;    /* boot time of the last segment received, as of the last look */
 	__u64 packets;    /* segments received by then */
@@ -202,7 +202,8 @@ struct tracerd_conn {
 	__u64 busy_ns;       /* start of the busy stretch: the first segment after the last
 			      * silence longer than gap_ns, or when watching began */
 	__u32 busy_packets;  /* segments received from busy_ns to last_ns */
-	__u32 slot;          /* its index in conn_keys, which the looks walk */
+	__u32 reserved;
+	__u64 sock;          /* the struct sock watched; 0 = a free slot */
 };
 
 /* Value of pauses, keyed by thread id. */

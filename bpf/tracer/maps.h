@@ -28,7 +28,7 @@ const volatile __u64 config_window_ns = 0;
 const volatile __u32 target_cgroup_count = 0;
 const volatile __u32 cgroup_level_min = 0;
 const volatile __u32 cgroup_level_max = 0;
-/* Entries of conns, conn_keys and free_conn_slots. */
+/* Entries of conn_slots, free_conn_slots and conns. */
 const volatile __u32 conn_capacity = 65536;
 /* Whether the kernel reads an fd table's slot by a typed load (fd_table.h, probed at start). */
 const volatile bool typed_fd_slot = false;
@@ -45,7 +45,7 @@ __u64 config_window_until = 0;
 __u64 calib_jiffies = 0;
 __u64 calib_mono_ns = 0;
 
-/* One past the highest slot of conn_keys ever taken (at most conn_capacity): looks stop there. */
+/* One past the highest slot of conn_slots ever taken (at most conn_capacity): looks stop there. */
 __u32 conn_slots_used = 0;
 
 /* Anchors so that the skeleton emits Rust types for every record. */
@@ -121,30 +121,29 @@ struct {
 	__type(value, struct tracerd_open_file);
 } open_files SEC(".maps");
 
-/* A plain hash: LRU bookkeeping on every packet's lookup cost more than the lookup. Full
- * means new connections go unwatched (counted); closed ones are removed. */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 65536);
-	__type(key, __u64);
-	__type(value, struct tracerd_conn);
-} conns SEC(".maps");
-
-/* The keys of conns, each in the slot its value names (0 = a free slot), so that a look walks
- * the slots ever used, not every bucket of the hash (network.h); freed slots wait in
- * free_conn_slots. Both as big as conns. */
+/* Watched connections, in slots: a look walks the slots ever used (network.h), not every
+ * bucket of a hash. Full means new connections go unwatched (counted); closed ones give
+ * their slot back to free_conn_slots. conns finds a socket's slot: a plain hash (LRU
+ * bookkeeping on every lookup cost more than the lookup when packets looked it up). */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 65536);
 	__type(key, __u32);
-	__type(value, __u64);
-} conn_keys SEC(".maps");
+	__type(value, struct tracerd_conn);
+} conn_slots SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_STACK);
 	__uint(max_entries, 65536);
 	__type(value, __u32);
 } free_conn_slots SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u64);
+	__type(value, __u32);
+} conns SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);

@@ -10,7 +10,7 @@
  * User space runs look_connections every few tens of milliseconds, which reads
  * each watched socket's own receive counter and time stamp (segs_in, the
  * jiffies of the last received ACK or data); the close hook does the same
- * look once more. A look visits the slots of conn_keys ever used, so its cost follows the
+ * look once more. A look visits the slots of conn_slots ever used, so its cost follows the
  * most connections watched at once, not the size of the map. Each look also keeps the connection's busy stretch (since its last
  * recorded silence: when it began, how many segments it carried), which a gap record
  * carries so that the diagnosis can compare a silence with the connection's own traffic.
@@ -24,7 +24,7 @@
 
 #define TCP_CLOSE 7
 
-/* A free slot of conn_keys, the lowest never used first (fill_conn_slots stacked them);
+/* A free slot of conn_slots, the lowest never used first (fill_conn_slots stacked them);
  * false when all are taken. Raises conn_slots_used past it: by an add, since clang has no
  * atomic max, and an add of what this CPU saw missing can only overshoot, never undershoot. */
 static __always_inline bool take_conn_slot(__u32 *slot)
@@ -39,12 +39,12 @@ static __always_inline bool take_conn_slot(__u32 *slot)
 	return true;
 }
 
-static __always_inline void put_conn_key(__u32 slot, __u64 key)
+/* The watched connection of socket `key`, or NULL. */
+static __always_inline struct tracerd_conn *watched_conn(__u64 key)
 {
-	__u64 *k = bpf_map_lookup_elem(&conn_keys, &slot);
+	__u32 *slot = bpf_map_lookup_elem(&conns, &key);
 
-	if (k)
-		*k = key;
+	return slot ? bpf_map_lookup_elem(&conn_slots, slot) : NULL;
 }
 
 /* Start watching a connection (c carries pid and comm): its silence is measured from now.
@@ -52,8 +52,8 @@ static __always_inline void put_conn_key(__u32 slot, __u64 key)
 static __always_inline void watch_conn(struct sock *sk, struct tracerd_conn *c)
 {
 	__u64 key = (__u64)sk;
-	struct tracerd_conn *old;
-	__u32 slot;
+	struct tracerd_conn *dst;
+	__u32 slot, *had;
 
 	sock_endpoints(sk, &c->local, &c->peer);
 	if (!c->peer.family)
@@ -66,34 +66,47 @@ static __always_inline void watch_conn(struct sock *sk, struct tracerd_conn *c)
 	c->packets = c->segs_in;
 	c->busy_ns = c->last_ns;
 	c->busy_packets = 0;
-	old = bpf_map_lookup_elem(&conns, &key);
-	if (old) {
-		c->slot = old->slot;
-		bpf_map_update_elem(&conns, &key, c, BPF_EXIST);
+	c->reserved = 0;
+	c->sock = key;
+	had = bpf_map_lookup_elem(&conns, &key);
+	if (had) {
+		slot = *had;
+		dst = bpf_map_lookup_elem(&conn_slots, &slot);
+		if (dst)
+			*dst = *c;
 		return;
 	}
 	if (!take_conn_slot(&slot)) {
 		count(TRACERD_CNT_CONNS_FULL);
 		return;
 	}
-	c->slot = slot;
-	/* the key first: a look that finds it before the entry skips it */
-	put_conn_key(slot, key);
-	if (bpf_map_update_elem(&conns, &key, c, BPF_NOEXIST) == 0)
+	dst = bpf_map_lookup_elem(&conn_slots, &slot);
+	if (!dst)
+		return;
+	/* the slot first: a look may see it before conns does, never a slot conns gave back */
+	*dst = *c;
+	if (bpf_map_update_elem(&conns, &key, &slot, BPF_NOEXIST) == 0)
 		return;
 	/* watched by another CPU meanwhile, or conns full */
-	put_conn_key(slot, 0);
+	dst->sock = 0;
 	bpf_map_push_elem(&free_conn_slots, &slot, 0);
 }
 
-/* Stop watching: the caller that removes the entry frees its slot. */
-static __always_inline void unwatch_conn(__u64 key, struct tracerd_conn *c)
+/* Stop watching: the caller that removes the socket from conns frees its slot. */
+static __always_inline void unwatch_conn(__u64 key)
 {
-	__u32 slot = c->slot;
+	__u32 *had = bpf_map_lookup_elem(&conns, &key);
+	struct tracerd_conn *c;
+	__u32 slot;
 
+	if (!had)
+		return;
+	slot = *had;
 	if (bpf_map_delete_elem(&conns, &key))
 		return;
-	put_conn_key(slot, 0);
+	c = bpf_map_lookup_elem(&conn_slots, &slot);
+	if (c)
+		c->sock = 0;
 	bpf_map_push_elem(&free_conn_slots, &slot, 0);
 }
 
@@ -151,17 +164,23 @@ static __always_inline void look(struct sock *sk, struct tracerd_conn *c, __u64 
 				 __u64 per_jiffy)
 {
 	struct tcp_sock *tp = (struct tcp_sock *)sk;
-	__u32 segs = BPF_CORE_READ(tp, segs_in);
-	__u32 ack_j = BPF_CORE_READ(tp, rcv_tstamp);
-	/* the fast path takes data without updating rcv_tstamp; lrcvtime has it */
-	__u32 data_j = BPF_CORE_READ(tp, inet_conn.icsk_ack.lrcvtime);
-	__u32 fresh = segs - c->segs_in;
+	__u32 segs, ack_j, data_j, fresh;
 	__u64 first = (__u64)-1, last = c->checked_ns, t;
 
+	/* typed loads where the kernel has bpf_rdonly_cast (6.2 on), a few times cheaper than
+	 * helper copies; the time stamps only when segments arrived */
+	if (bpf_ksym_exists(bpf_rdonly_cast))
+		segs = bpf_core_cast(tp, struct tcp_sock)->segs_in;
+	else
+		segs = BPF_CORE_READ(tp, segs_in);
+	fresh = segs - c->segs_in;
 	if (!fresh) {
 		c->checked_ns = now;
 		return;
 	}
+	ack_j = BPF_CORE_READ(tp, rcv_tstamp);
+	/* the fast path takes data without updating rcv_tstamp; lrcvtime has it */
+	data_j = BPF_CORE_READ(tp, inet_conn.icsk_ack.lrcvtime);
 	if (ack_j != c->rx_ack_j) {
 		t = stamp_ns(ack_j, now, now_j, per_jiffy);
 		first = t < first ? t : first;
@@ -197,14 +216,10 @@ struct look_ctx {
 
 static long look_slot(__u32 slot, struct look_ctx *ctx)
 {
-	__u64 *key = bpf_map_lookup_elem(&conn_keys, &slot);
-	struct tracerd_conn *c;
+	struct tracerd_conn *c = bpf_map_lookup_elem(&conn_slots, &slot);
 
-	if (!key || !*key)
-		return 0;
-	c = bpf_map_lookup_elem(&conns, key);
-	if (c)
-		look((struct sock *)*key, c, ctx->now, ctx->now_j, ctx->per_jiffy);
+	if (c && c->sock)
+		look((struct sock *)c->sock, c, ctx->now, ctx->now_j, ctx->per_jiffy);
 	return 0;
 }
 
@@ -257,7 +272,7 @@ int BPF_PROG(on_sock_state, struct sock *sk, const int oldstate, const int newst
 	}
 	if (newstate != TCP_CLOSE && newstate != TCP_ESTABLISHED)
 		return 0;
-	c = bpf_map_lookup_elem(&conns, &key);
+	c = watched_conn(key);
 	if (!c)
 		return 0;
 	now = bpf_ktime_get_boot_ns();
@@ -274,7 +289,7 @@ int BPF_PROG(on_sock_state, struct sock *sk, const int oldstate, const int newst
 	 * connect failed, and that failure is the event. */
 	if (oldstate != TCP_SYN_SENT && now - c->last_ns > gap_ns)
 		emit_gap(c, now, 1);
-	unwatch_conn(key, c);
+	unwatch_conn(key);
 	return 0;
 }
 

@@ -96,13 +96,8 @@ static __always_inline int track_socket(long fd)
 	if (BPF_CORE_READ(sk, __sk_common.skc_state) == TCP_CLOSE)
 		return 0;
 	watch_conn(sk, &c);
-	if (BPF_CORE_READ(sk, __sk_common.skc_state) == TCP_CLOSE) {
-		__u64 key = (__u64)sk;
-		struct tracerd_conn *w = bpf_map_lookup_elem(&conns, &key);
-
-		if (w)
-			unwatch_conn(key, w); /* closed meanwhile */
-	}
+	if (BPF_CORE_READ(sk, __sk_common.skc_state) == TCP_CLOSE)
+		unwatch_conn((__u64)sk); /* closed meanwhile */
 	return 0;
 }
 

@@ -162,9 +162,9 @@ impl Engine {
         rodata.conn_capacity = config.connections;
         open.maps.events.set_max_entries(config.kernel_buffer_bytes)?;
         open.maps.open_files.set_max_entries(config.open_files)?;
-        open.maps.conns.set_max_entries(config.connections)?;
-        open.maps.conn_keys.set_max_entries(config.connections)?;
+        open.maps.conn_slots.set_max_entries(config.connections)?;
         open.maps.free_conn_slots.set_max_entries(config.connections)?;
+        open.maps.conns.set_max_entries(config.connections)?;
         // functions.len() is bounded by MAX_FUNCTIONS (config::function_specs)
         open.maps
             .function_calls
@@ -380,8 +380,8 @@ impl Engine {
     /// Watched connections as of the last look (for gaps still open at dump time).
     pub fn connections(&self) -> Result<Vec<tracerd_conn>> {
         let mut out = Vec::new();
-        for_each_entry(&self.skel.maps.conns, |_, v| {
-            out.extend(read_struct::<tracerd_conn>(v))
+        for_each_entry(&self.skel.maps.conn_slots, |_, v| {
+            out.extend(read_struct::<tracerd_conn>(v).filter(|c| c.sock != 0))
         })?;
         Ok(out)
     }

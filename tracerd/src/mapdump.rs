@@ -1,4 +1,4 @@
-//! Reading every entry of a BPF hash map at dump time (open files, connections, pauses).
+//! Reading every entry of a BPF map at dump time (open files, connections, pauses).
 //!
 //! The kernel's batch lookup walks a hash map bucket by bucket and returns fewer entries
 //! than asked whenever the next bucket does not fit; only ENOENT means the walk is over.
@@ -13,9 +13,9 @@ use libbpf_rs::MapCore;
 /// Entries asked for per system call; enough that a full 65536-entry map takes a few dozen.
 const BATCH: u32 = 4096;
 
-/// Calls `visit(key, value)` for every entry of the hash map `map`. The map may change
-/// meanwhile (the kernel keeps writing); each bucket is read atomically, so an entry present
-/// for the whole walk is seen exactly once.
+/// Calls `visit(key, value)` for every entry of the hash or array map `map`. The map may change
+/// meanwhile (the kernel keeps writing); a hash map's buckets are each read atomically, so an
+/// entry present for the whole walk is seen exactly once.
 pub fn for_each_entry(map: &impl MapCore, mut visit: impl FnMut(&[u8], &[u8])) -> Result<()> {
     // the kernel requires hash-map keys of at least 4 bytes in batch calls
     let key_size = (map.key_size() as usize).max(4);
