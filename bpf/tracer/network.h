@@ -21,6 +21,7 @@
 #include "maps.h"
 #include "output.h"
 #include "files.h"
+#include "targets.h" /* EEXIST */
 
 #define TCP_CLOSE 7
 
@@ -54,6 +55,7 @@ static __always_inline void watch_conn(struct sock *sk, struct tracerd_conn *c)
 	__u64 key = (__u64)sk;
 	struct tracerd_conn *dst;
 	__u32 slot, *had;
+	long err;
 
 	sock_endpoints(sk, &c->local, &c->peer);
 	if (!c->peer.family)
@@ -85,9 +87,12 @@ static __always_inline void watch_conn(struct sock *sk, struct tracerd_conn *c)
 		return;
 	/* the slot first: a look may see it before conns does, never a slot conns gave back */
 	*dst = *c;
-	if (bpf_map_update_elem(&conns, &key, &slot, BPF_NOEXIST) == 0)
+	err = bpf_map_update_elem(&conns, &key, &slot, BPF_NOEXIST);
+	if (err == 0)
 		return;
-	/* watched by another CPU meanwhile, or conns full */
+	/* watched by another CPU meanwhile (EEXIST), or conns full */
+	if (err != -EEXIST)
+		count(TRACERD_CNT_CONNS_FULL);
 	dst->sock = 0;
 	bpf_map_push_elem(&free_conn_slots, &slot, 0);
 }
