@@ -11,9 +11,10 @@
  * each watched socket's own receive counter and time stamp (segs_in, the
  * jiffies of the last received ACK or data); the close hook does the same
  * look once more. A look visits the slots of conn_slots ever used, so its cost follows the
- * most connections watched at once, not the size of the map. Each look also keeps the connection's busy stretch (since its last
- * recorded silence: when it began, how many segments it carried), which a gap record
- * carries so that the diagnosis can compare a silence with the connection's own traffic.
+ * most connections watched at once, not the size of the map. Each look also keeps the
+ * connection's busy stretch (since its last recorded silence: when it began, how many
+ * segments it carried), which a gap record carries so that the diagnosis can compare a
+ * silence with the connection's own traffic.
  */
 #ifndef TRACERD_TRACER_NETWORK_H
 #define TRACERD_TRACER_NETWORK_H

@@ -5,6 +5,7 @@
  *   fillmaps conns N       N TCP connections over 127.0.0.1 (both ends kept open, silent)
  *   fillmaps cycle N R     R rounds of N such connections, each closed before the next
  *                          round but the last, which is kept open
+ *   (both: on SIGUSR1, one byte is sent from each end of the open connections)
  *   fillmaps stop N        N children that stop themselves (SIGSTOP); prints their pids
  */
 #include <arpa/inet.h>
@@ -33,12 +34,25 @@ static void want_fds(long n)
 	}
 }
 
+/* The open connections' fds (both ends), for SIGUSR1 */
+static int *fds;
+static long nfds;
+
+static void send_a_byte(int sig)
+{
+	(void)sig;
+	for (long i = 0; i < nfds; i++)
+		if (write(fds[i], "x", 1) != 1)
+			_exit(3);
+}
+
 static int conns(long n, long rounds)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	socklen_t len = sizeof(a);
 	int s = socket(AF_INET, SOCK_STREAM, 0);
-	int *fds = calloc(2 * n, sizeof(int));
+
+	fds = calloc(2 * n, sizeof(int));
 
 	want_fds(2 * n + 1);
 	if (!fds || bind(s, (struct sockaddr *)&a, sizeof(a)) || listen(s, 128) ||
@@ -55,8 +69,11 @@ static int conns(long n, long rounds)
 				return 1;
 			}
 		}
-		if (r + 1 == rounds)
+		if (r + 1 == rounds) {
+			nfds = 2 * n;
+			signal(SIGUSR1, send_a_byte);
 			break;
+		}
 		for (long i = 0; i < 2 * n; i++)
 			close(fds[i]);
 		/* both ends reach CLOSE: the active one through TIME_WAIT, the other on its ACK */

@@ -130,6 +130,21 @@ fn closed_connections_free_their_slots_and_a_full_table_is_counted() {
     );
     assert_eq!(ongoing_gaps(&dump, more.pid()).len(), 24);
     assert_eq!(ongoing_gaps(&dump, cycled.pid()).len(), 40);
+    // a byte each way ends the last round's silences: only the looks, which walk the
+    // (reused) slots, see those segments arrive
+    // SAFETY: kill(2) on the process this test started.
+    unsafe { libc::kill(cycled.pid() as i32, libc::SIGUSR1) };
+    std::thread::sleep(Duration::from_millis(600));
+    let ended = inspect_json(&d.dump())
+        .iter()
+        .filter(|e| {
+            e["kind"] == "network_gap"
+                && e["pid"] == cycled.pid()
+                && e["ongoing"] == false
+                && e["duration_ms"].as_u64().unwrap_or(0) >= 1000
+        })
+        .count();
+    assert_eq!(ended, 40, "a look saw the byte end each silence");
 }
 
 #[test]
