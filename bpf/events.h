@@ -69,7 +69,8 @@ enum tracerd_counter {
 	TRACERD_CNT_SYSCALL_COUNTS_FULL = 9, /* a (process, syscall) pair went uncounted */
 	TRACERD_CNT_FD_UNNAMED = 10,       /* the file behind a failed call's fd could not be named (tracer/fdnames.h) */
 	TRACERD_CNT_RINGBUF_FULL_CONFIG = 11, /* a configuration file's open went unrecorded (tracer/config_opens.h) */
-	TRACERD_CNT_MAX = 12,
+	TRACERD_CNT_FLOWS_FULL = 12,       /* a datagram flow went unwatched: its process or `flows` full (tracer/flows.h) */
+	TRACERD_CNT_MAX = 13,
 };
 
 /* Key of syscall_counts: one counter per (process, syscall number). */
@@ -119,6 +120,8 @@ struct tracerd_function_hit {
 	__u64 function_id; /* the uprobe's attach cookie: index into the function table */
 };
 
+/* A silence of a TCP connection (protocol 6) or of a datagram flow (tracer/flows.h: a UDP
+ * socket's traffic with one peer, protocol 17, or a raw IP socket's, its IP protocol). */
 struct tracerd_network_gap {
 	struct tracerd_header h; /* pid/comm: the process that opened the connection, if known */
 	__u64 gap_ns;
@@ -130,6 +133,9 @@ struct tracerd_network_gap {
 	__u64 busy_ns;           /* how long that stretch lasted: from the connection's first
 				  * packet after its previous gap (or from when it was
 				  * watched) to its last packet before this one */
+	__u32 protocol;          /* IP protocol: 6 TCP, 17 UDP, a raw socket's own */
+	__u32 sent;              /* datagram flows: packets the process sent to the peer during
+				  * the silence (it kept talking while it heard nothing); 0 for TCP */
 };
 
 struct tracerd_process_state_event {
@@ -204,6 +210,30 @@ struct tracerd_conn {
 	__u32 busy_packets;  /* segments received from busy_ns to last_ns */
 	__u32 reserved;
 	__u64 sock;          /* the struct sock watched; 0 = a free slot */
+};
+
+/* Key of flows: a target process's datagram traffic with one peer and IP protocol. The
+ * process, not the socket: a socket closed and opened again to the same peer (a resolver's
+ * fresh port per query) continues its flow. port 0 for raw IP sockets. */
+struct tracerd_flow_key {
+	__u32 tgid;
+	__u32 protocol;
+	struct tracerd_addr peer;
+};
+
+/* Value of flows (tracer/flows.h): kept current by the process's own sends and receives. */
+struct tracerd_flow {
+	__u64 last_rx_ns;   /* boot time of the last datagram received; 0 = none yet */
+	__u64 busy_ns;      /* start of the busy stretch: the first datagram after the last
+			     * silence longer than gap_ns, or the flow's first */
+	__u64 packets;      /* datagrams received */
+	__u64 sent;         /* datagrams sent */
+	__u64 last_tx_ns;   /* boot time of the last one sent; 0 = none yet */
+	__u32 busy_packets; /* datagrams received from busy_ns to last_rx_ns */
+	__u32 sent_since_rx; /* sent since the last one received */
+	char comm[TRACERD_COMM_LEN];
+	struct tracerd_addr local; /* the socket's own address, as bound (0.0.0.0 when wildcard) */
+	__u32 reserved;
 };
 
 /* Value of pauses, keyed by thread id. */

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * tracerd's kernel half: records failed syscalls, uprobe hits, TCP silences
+ * tracerd's kernel half: records failed syscalls, uprobe hits, TCP and datagram silences
  * and process states of the target processes into one ring buffer.
  *
  * Counting (for profiles): every uprobe hit of a target bumps its function's
@@ -15,6 +15,7 @@
  *   files.h      an fd's file or socket (the fd table: fd_table.h), open ids
  *   paths.h      the absolute path of a dentry on a mount, walked up
  *   network.h    connections and their silences: look_connections, on_sock_state
+ *   flows.h      datagram flows (UDP, raw IP) and their silences, from the targets' sends and receives
  *   cwd.h        the cwd of the targets
  *   fdnames.h    the name of the file behind a failed call's fd
  *   config_opens.h  the files under /etc a target opens read-only at its start
@@ -39,6 +40,7 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 #include "tracer/targets.h"
 #include "tracer/files.h"
 #include "tracer/network.h"
+#include "tracer/flows.h"
 #include "tracer/paths.h"
 #include "tracer/cwd.h"
 #include "tracer/fdnames.h"

@@ -30,6 +30,8 @@ const volatile __u32 cgroup_level_min = 0;
 const volatile __u32 cgroup_level_max = 0;
 /* Entries of conn_slots, free_conn_slots and conns. */
 const volatile __u32 conn_capacity = 65536;
+/* Datagram flows (flows.h): entries of `flows` in all, and per process. */
+const volatile __u32 flows_per_process = 256;
 /* Whether the kernel reads an fd table's slot by a typed load (fd_table.h, probed at start). */
 const volatile bool typed_fd_slot = false;
 
@@ -144,6 +146,23 @@ struct {
 	__type(key, __u64);
 	__type(value, __u32);
 } conns SEC(".maps");
+
+/* The targets' datagram flows (flows.h), and how many each process holds: both bounded, a
+ * flow that does not fit is counted. User space removes those of ended processes and those
+ * idle for long (tracerd/src/flows.rs). Sized by configuration before load. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct tracerd_flow_key);
+	__type(value, struct tracerd_flow);
+} flows SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);   /* tgid */
+	__type(value, __u32); /* its entries in flows */
+} flow_counts SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);

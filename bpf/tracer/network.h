@@ -135,6 +135,8 @@ static __always_inline void emit_gap(struct tracerd_conn *c, __u64 now, __u32 on
 	e->ongoing = ongoing;
 	e->busy_packets = c->busy_packets;
 	e->busy_ns = c->last_ns > c->busy_ns ? c->last_ns - c->busy_ns : 0;
+	e->protocol = IPPROTO_TCP;
+	e->sent = 0;
 	submit(e);
 }
 

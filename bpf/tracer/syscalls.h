@@ -3,8 +3,8 @@
  * The end of every syscall of interest: failed calls of the targets (with the path, fd or
  * address argument that says what failed, per syscall_args; an fd named from the task's fd
  * table by fdnames.h), short reads and writes of regular files, and the successful calls that
- * keep the connection watch (connects, accepts: network.h) and the cwd (chdir, fchdir: cwd.h)
- * current; with count_syscalls, a count of every call. One sys_exit tracepoint program or one
+ * keep the connection watch (connects, accepts: network.h), the datagram flows (sends and
+ * receives: flows.h) and the cwd (chdir, fchdir: cwd.h) current; with count_syscalls, a count of every call. One sys_exit tracepoint program or one
  * fexit program per syscall of fexit_syscalls.h, both through syscall_exit.
  *
  * Hot paths return as early as they can: sys_exit looks at the return value
@@ -26,6 +26,7 @@
 #include "targets.h"
 #include "files.h"
 #include "network.h"
+#include "flows.h"
 #include "cwd.h"
 #include "fdnames.h"
 #include "config_opens.h"
@@ -315,6 +316,11 @@ static __noinline int track_socket_shared(long fd)
 	return track_socket(fd);
 }
 
+static __noinline int track_datagrams_shared(struct pt_regs *regs, long nr, long ret)
+{
+	return track_datagrams(regs, nr, ret);
+}
+
 static __noinline int track_cwd_shared(void)
 {
 	return track_cwd();
@@ -344,6 +350,8 @@ static __always_inline int syscall_exit(struct pt_regs *regs, long nr, long ret)
 			return check_config_open(regs, nr, ret);
 		if ((unsigned long)nr <= NR_write || nr == NR_pread64 || nr == NR_pwrite64)
 			return check_short_io(regs, nr, ret);
+		if (datagram_call(nr))
+			return track_datagrams_shared(regs, nr, ret);
 		return 0;
 	}
 	if (nr < 0)

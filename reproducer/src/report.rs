@@ -762,6 +762,8 @@ mod tests {
                     ongoing: false,
                     busy_ms: 0,
                     busy_packets: 0,
+                    protocol: 6,
+                    sent: None,
                 }),
             ),
             ev(
@@ -775,6 +777,8 @@ mod tests {
                     ongoing: false,
                     busy_ms: 0,
                     busy_packets: 0,
+                    protocol: 6,
+                    sent: None,
                 }),
             ),
         ];

@@ -364,12 +364,19 @@ pub fn tracerd_fails(args: &[&str]) -> String {
     err
 }
 
-/// Two network namespaces joined by a veth pair, 10.231.N.1 and 10.231.N.2; removed on drop.
+/// Two network namespaces joined by a veth pair, 10.231.N.1 and 10.231.N.2 (and fd00:231:N::1 and
+/// ::2); removed on drop.
 pub struct NetnsPair {
     pub a: String,
     pub b: String,
     pub addr_a: String,
     pub addr_b: String,
+    /// IPv6 addresses beside the IPv4 ones (one /64)
+    pub addr6_a: String,
+    pub addr6_b: String,
+    /// the veth ends in a and b
+    pub dev_a: String,
+    pub dev_b: String,
 }
 
 impl NetnsPair {
@@ -382,12 +389,15 @@ impl NetnsPair {
             b: b.clone(),
             addr_a: format!("10.231.{id}.1"),
             addr_b: format!("10.231.{id}.2"),
+            addr6_a: format!("fd00:231:{id}::1"),
+            addr6_b: format!("fd00:231:{id}::2"),
+            dev_a: format!("v{}a", std::process::id()),
+            dev_b: format!("v{}b", std::process::id()),
         };
         let ip = |args: &[&str]| run_ok(Command::new("ip").args(args));
         ip(&["netns", "add", &a]);
         ip(&["netns", "add", &b]);
-        let va = format!("v{}a", std::process::id());
-        let vb = format!("v{}b", std::process::id());
+        let (va, vb) = (pair.dev_a.clone(), pair.dev_b.clone());
         ip(&[
             "link", "add", &va, "netns", &a, "type", "veth", "peer", "name", &vb, "netns", &b,
         ]);
@@ -409,6 +419,19 @@ impl NetnsPair {
             "dev",
             &vb,
         ]);
+        // nodad: usable at once, not after duplicate address detection
+        for (ns, dev, addr) in [(&a, &va, &pair.addr6_a), (&b, &vb, &pair.addr6_b)] {
+            ip(&[
+                "-n",
+                ns,
+                "addr",
+                "add",
+                &format!("{addr}/64"),
+                "dev",
+                dev,
+                "nodad",
+            ]);
+        }
         for (ns, dev) in [(&a, &va), (&b, &vb)] {
             ip(&["-n", ns, "link", "set", dev, "up"]);
             ip(&["-n", ns, "link", "set", "lo", "up"]);

@@ -14,6 +14,7 @@ mod environment;
 mod events;
 mod export;
 mod fds;
+mod flows;
 mod functions;
 mod kernel;
 mod load;

@@ -26,6 +26,10 @@ pub struct KernelCounters {
     /// buffer full: missing from their process's `environment.config_files`
     #[serde(default)]
     pub buffer_full_config: u64,
+    /// datagram flows that went unwatched: their process held `flows_per_process`, or the
+    /// flow table (`flows`) was full
+    #[serde(default)]
+    pub flows_full: u64,
 }
 
 /// Counters of the user-space side.

@@ -122,6 +122,19 @@ pub struct NetworkGap {
     /// dump written before they were recorded)
     pub busy_ms: u64,
     pub busy_packets: u64,
+    /// the IP protocol: 6 for a TCP connection; for a datagram flow (a UDP socket's traffic
+    /// with one peer, or a raw IP socket's) 17 for UDP, else the raw socket's
+    pub protocol: u16,
+    /// datagram flows: datagrams the process sent to the peer during the silence (it kept
+    /// talking while it heard nothing); None for TCP
+    pub sent: Option<u64>,
+}
+
+impl NetworkGap {
+    /// A datagram flow's silence, not a TCP connection's.
+    pub fn is_datagram(&self) -> bool {
+        self.protocol != crate::addr::IPPROTO_TCP
+    }
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -194,11 +207,19 @@ impl Event {
             ),
             What::Function(f) => format!("{} in {}", or_dash(&f.function), or_dash(&f.binary)),
             What::NetworkGap(g) => format!(
-                "{} -> {} silent {} ms after {} packets{}",
+                "{}{} -> {} silent {} ms after {} packets{}{}",
+                if g.is_datagram() {
+                    format!("{} ", crate::addr::protocol_name(g.protocol))
+                } else {
+                    String::new()
+                },
                 or_dash(&g.local),
                 or_dash(&g.peer),
                 g.duration_ms,
                 g.packets,
+                g.sent
+                    .map(|n| format!(", {n} sent meanwhile"))
+                    .unwrap_or_default(),
                 if g.ongoing { " (still silent at dump)" } else { "" }
             ),
             What::ProcessState(p) => {
@@ -256,6 +277,10 @@ pub struct EventJson {
     /// network gaps: the busy stretch before the silence, ms and packets
     pub busy_ms: Option<u64>,
     pub busy_packets: Option<u64>,
+    /// network gaps: the IP protocol by name (`tcp`, `udp`, `vrrp`, ..., `ip-N`)
+    pub protocol: Option<String>,
+    /// datagram flows' gaps: datagrams sent to the peer during the silence
+    pub sent: Option<u64>,
     pub state: Option<&'static str>,
     pub cause: Option<&'static str>,
     pub exit_code: Option<i32>,
@@ -311,6 +336,8 @@ impl From<&Event> for EventJson {
             packets: None,
             busy_ms: None,
             busy_packets: None,
+            protocol: None,
+            sent: None,
             state: None,
             cause: None,
             exit_code: None,
@@ -352,6 +379,8 @@ impl From<&Event> for EventJson {
                 j.packets = Some(g.packets);
                 j.busy_ms = Some(g.busy_ms);
                 j.busy_packets = Some(g.busy_packets);
+                j.protocol = Some(crate::addr::protocol_name(g.protocol));
+                j.sent = g.sent;
                 j.ongoing = Some(g.ongoing);
             }
             What::ProcessState(p) => {

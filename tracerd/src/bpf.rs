@@ -19,6 +19,8 @@ unsafe impl Plain for tracerd_config_open {}
 unsafe impl Plain for tracerd_process_rename {}
 unsafe impl Plain for tracerd_open_file {}
 unsafe impl Plain for tracerd_conn {}
+unsafe impl Plain for tracerd_flow {}
+unsafe impl Plain for tracerd_flow_key {}
 unsafe impl Plain for tracerd_pause {}
 unsafe impl Plain for tracerd_syscall_key {}
 unsafe impl Plain for tracerd_syscall_arg {}

@@ -1,5 +1,5 @@
 //! Taking a dump of a live engine: gathers the window, the intervals still open (silent
-//! connections, paused threads), the host description, the process and open-file tables and
+//! connections and datagram flows, paused threads), the host description, the process and open-file tables and
 //! every loss counter, and hands them to the dump writer.
 use std::path::{Path, PathBuf};
 
@@ -29,7 +29,7 @@ fn ongoing_records(
         if now_boot.saturating_sub(c.last_ns) <= gap_ns && !config.dump_every_connection {
             continue;
         }
-        let endpoints = rec.endpoints_blob(&c.local, &c.peer);
+        let endpoints = rec.endpoints_blob(&c.local, &c.peer, None);
         out.push(Record {
             ts_ns: c.last_ns,
             pid: c.pid,
@@ -45,6 +45,13 @@ fn ongoing_records(
             },
         });
     }
+    out.extend(crate::flows::ongoing_silences(
+        engine,
+        rec,
+        config.gap_ms,
+        config.dump_every_connection,
+        now_boot,
+    )?);
     let pause_ns = config.pause_ms * 1_000_000;
     for (tid, p) in engine.pauses()? {
         if now_boot.saturating_sub(p.start_ns) < pause_ns {

@@ -26,7 +26,7 @@ pub struct Config {
     pub ring_events: usize,
     /// Bytes kept for paths and addresses of the events in the window.
     pub blob_bytes: usize,
-    /// A TCP connection silent for longer than this is a network gap.
+    /// A TCP connection or a datagram flow silent for longer than this is a network gap.
     pub gap_ms: u64,
     /// A process stopped or in uninterruptible sleep for longer than this is a pause.
     pub pause_ms: u64,
@@ -53,6 +53,10 @@ pub struct Config {
     pub open_files: u32,
     /// TCP connections watched for gaps.
     pub connections: u32,
+    /// Datagram flows (a process's UDP or raw IP traffic with one peer) watched for gaps, in
+    /// all and per process.
+    pub flows: u32,
+    pub flows_per_process: u32,
     /// Processes remembered for the dump's process table.
     pub processes: usize,
     /// Count every syscall of the targets per (process, syscall) into the dump's
@@ -123,6 +127,8 @@ impl Default for Config {
             kernel_buffer_bytes: 8 << 20,
             open_files: 32768,
             connections: 16384,
+            flows: 16384,
+            flows_per_process: 256,
             processes: 16384,
             count_syscalls: false,
             syscall_hook: SyscallHook::Auto,
@@ -223,8 +229,11 @@ impl Config {
         if !self.kernel_buffer_bytes.is_power_of_two() || self.kernel_buffer_bytes < 1 << 16 {
             return bad("kernel_buffer_bytes", "must be a power of two of at least 65536");
         }
-        if self.open_files == 0 || self.connections == 0 || self.processes == 0 {
-            return bad("open_files/connections/processes", "must be positive");
+        if self.open_files == 0 || self.connections == 0 || self.processes == 0 || self.flows == 0 {
+            return bad("open_files/connections/flows/processes", "must be positive");
+        }
+        if self.flows_per_process == 0 || self.flows_per_process > self.flows {
+            return bad("flows_per_process", "must be between 1 and flows");
         }
         if self.syscall_count_entries == 0 || self.syscall_count_entries > MAX_SYSCALL_COUNT_ENTRIES {
             return bad(

@@ -212,6 +212,7 @@ fn snapshot<'a>(engine: &Engine, rec: &'a Recorder, state: &DumpState<'_>) -> Re
         kernel: engine.kernel_counters()?,
         recorder: rec.counters(),
         received_by_kind: *rec.received_by_kind(),
+        gaps_by_protocol: rec.gaps_by_protocol().to_vec(),
         window_events: rec.ring.len(),
         window_capacity: rec.ring.capacity(),
         targets: engine.targets_now(),

@@ -44,6 +44,8 @@ pub struct Engine {
     look_every: Duration,
     /// how failed syscalls are caught, in words (for the log)
     syscall_hook: String,
+    /// the silence that makes a network gap (flows.rs reads it when a flow leaves the table)
+    gap_ms: u64,
 }
 
 fn check_host() -> Result<()> {
@@ -124,6 +126,7 @@ impl Engine {
             initial_processes,
             look_every: look_period(config.gap_ms),
             syscall_hook,
+            gap_ms: config.gap_ms,
         };
         engine.look_at_connections()?;
         engine
@@ -160,11 +163,14 @@ impl Engine {
         rodata.config_window_ns = config.config_window_ms * 1_000_000;
         rodata.typed_fd_slot = kernel::typed_fd_slot();
         rodata.conn_capacity = config.connections;
+        rodata.flows_per_process = config.flows_per_process;
         open.maps.events.set_max_entries(config.kernel_buffer_bytes)?;
         open.maps.open_files.set_max_entries(config.open_files)?;
         open.maps.conn_slots.set_max_entries(config.connections)?;
         open.maps.free_conn_slots.set_max_entries(config.connections)?;
         open.maps.conns.set_max_entries(config.connections)?;
+        open.maps.flows.set_max_entries(config.flows)?;
+        open.maps.flow_counts.set_max_entries(config.flows)?;
         // functions.len() is bounded by MAX_FUNCTIONS (config::function_specs)
         open.maps
             .function_calls
@@ -183,6 +189,11 @@ impl Engine {
             open.progs.function_hit_multi.set_autoload(false);
         }
         Ok(open)
+    }
+
+    /// The loaded programs and maps (for the modules that own a part of them: flows).
+    pub(crate) fn skel(&self) -> &TracerSkel<'static> {
+        &self.skel
     }
 
     fn hit_programs(&self) -> HitPrograms<'_, 'static> {
@@ -296,6 +307,7 @@ impl Engine {
         })?;
         let ring = builder.build()?;
         let mut last_look = std::time::Instant::now();
+        let mut last_expiry = last_look;
         loop {
             match ring.poll(tick.min(self.look_every)) {
                 Ok(()) => {}
@@ -310,6 +322,10 @@ impl Engine {
             self.detach_hot_functions()?;
             // Drain whatever arrived below the wakeup threshold, so commands see fresh data.
             ring.consume()?;
+            if last_expiry.elapsed() >= crate::flows::EXPIRE_EVERY {
+                self.expire_flows(&mut cell.borrow_mut(), self.gap_ms, boot_ns())?;
+                last_expiry = std::time::Instant::now();
+            }
             // the borrow must end before the last drain: its callback borrows the recorder
             // too (a borrow in the `if let` would live through the block and panic there)
             let flow = between(self, &mut cell.borrow_mut());
@@ -341,6 +357,7 @@ impl Engine {
             syscall_counts_full: sums[tracerd_counter::TRACERD_CNT_SYSCALL_COUNTS_FULL.0 as usize],
             fds_unnamed: sums[tracerd_counter::TRACERD_CNT_FD_UNNAMED.0 as usize],
             buffer_full_config: sums[tracerd_counter::TRACERD_CNT_RINGBUF_FULL_CONFIG.0 as usize],
+            flows_full: sums[tracerd_counter::TRACERD_CNT_FLOWS_FULL.0 as usize],
         })
     }
 
@@ -502,6 +519,13 @@ fn set_target_cgroups(open: &mut OpenTracerSkel<'static>, cgroups: &[TargetCgrou
 /// this period.
 fn look_period(gap_ms: u64) -> Duration {
     Duration::from_millis((gap_ms / 10).clamp(10, 250))
+}
+
+/// CLOCK_BOOTTIME now, ns: the kernel's time stamps' clock.
+pub fn boot_ns() -> u64 {
+    nix::time::clock_gettime(nix::time::ClockId::CLOCK_BOOTTIME)
+        .map(|t| t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64)
+        .unwrap_or(0)
 }
 
 /// Sum of a per-CPU u64 value.

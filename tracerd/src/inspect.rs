@@ -52,7 +52,8 @@ pub fn print_text(dump: &Dump, out: &mut impl Write) -> Result<()> {
         out,
         "lost: kernel buffer full {} / {} / {} / {} / {} (syscall/function/network/process/start), overwritten in window {}, \
          paths unreadable {}, blobs lost {}, unresolved fds {}, uprobe attach failures {}, malformed {}, \
-         syscall counters full {}, configuration opens {} and environment messages {} lost",
+         syscall counters full {}, configuration opens {} and environment messages {} lost, \
+         connections {} and datagram flows {} unwatched (tables full)",
         c.kernel.buffer_full_syscall,
         c.kernel.buffer_full_function,
         c.kernel.buffer_full_network,
@@ -66,7 +67,9 @@ pub fn print_text(dump: &Dump, out: &mut impl Write) -> Result<()> {
         c.recorder.malformed,
         c.kernel.syscall_counts_full,
         c.kernel.buffer_full_config,
-        c.recorder.environment_lost
+        c.recorder.environment_lost,
+        c.kernel.connections_full,
+        c.kernel.flows_full
     )?;
     if let Some(line) = counted_line(m) {
         writeln!(out, "{line}")?;

@@ -12,6 +12,7 @@ pub mod config_error;
 pub mod daemon;
 pub mod engine;
 pub mod environment;
+pub mod flows;
 pub mod inspect;
 pub mod kernel;
 mod mapdump;

@@ -27,6 +27,8 @@ pub struct Snapshot<'a> {
     pub recorder: RecorderCounters,
     /// records received per kind (index: `tracerd_event_kind`)
     pub received_by_kind: [u64; 8],
+    /// network gaps received per IP protocol (6 TCP, 17 UDP, a raw socket's own)
+    pub gaps_by_protocol: Vec<(u16, u64)>,
     pub window_events: usize,
     pub window_capacity: usize,
     /// processes in the kernel's target set (0 without a target filter)
@@ -153,6 +155,7 @@ pub fn families(s: &Snapshot<'_>) -> Vec<MetricFamily> {
         ("targets_full", k.targets_full),
         ("pauses_full", k.pauses_full),
         ("connections_full", k.connections_full),
+        ("flows_full", k.flows_full),
         ("syscall_counts_full", k.syscall_counts_full),
         ("fds_unnamed", k.fds_unnamed),
         ("kernel_buffer_full_config", k.buffer_full_config),
@@ -161,6 +164,11 @@ pub fn families(s: &Snapshot<'_>) -> Vec<MetricFamily> {
         ("window_overwritten", r.ring_overwritten),
         ("process_table_evicted", r.process_table_evicted),
     ];
+    let gap_protocols: Vec<(String, u64)> = s
+        .gaps_by_protocol
+        .iter()
+        .map(|&(p, n)| (tracedump::addr::protocol_name(p), n))
+        .collect();
     let fill = if s.window_capacity == 0 {
         0.0
     } else {
@@ -174,6 +182,15 @@ pub fn families(s: &Snapshot<'_>) -> Vec<MetricFamily> {
             KINDS
                 .iter()
                 .map(|&(i, kind)| (vec![("kind", kind)], s.received_by_kind[i] as f64))
+                .collect(),
+        ),
+        family(
+            "tracerd_network_gaps_total",
+            "Network gaps received from the kernel, by IP protocol (tcp: connections; udp and raw IP protocols: datagram flows).",
+            MetricType::COUNTER,
+            gap_protocols
+                .iter()
+                .map(|(name, n)| (vec![("protocol", name.as_str())], *n as f64))
                 .collect(),
         ),
         family(
@@ -355,6 +372,7 @@ mod tests {
             },
             recorder: RecorderCounters::default(),
             received_by_kind: [0, 7, 0, 0, 1, 0, 0, 0],
+            gaps_by_protocol: vec![(6, 2), (112, 1)],
             window_events: 8,
             window_capacity: 16,
             targets: 3,
@@ -400,6 +418,10 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("tracerd_window_fill_ratio 0.5"), "{text}");
+        assert!(
+            text.contains("tracerd_network_gaps_total{protocol=\"vrrp\"} 1"),
+            "{text}"
+        );
         assert!(text.contains("tracerd_targets 3"), "{text}");
         assert!(
             text.contains("tracerd_triggers_suppressed_total{rule=\"fatal_signal\"} 5"),

@@ -3,7 +3,7 @@
 //! hands what processes start with to their environments (environment/), and counts
 //! everything it receives or drops.
 use tracedump::abi::{c_bytes, comm_bytes, read_struct, EventKind, ProcessState};
-use tracedump::addr::ENCODED_ADDR_LEN;
+use tracedump::addr::{encode_flow_trailer, FlowTrailer, ENCODED_ADDR_LEN, FLOW_ENDPOINTS_LEN, IPPROTO_TCP};
 pub use tracedump::counters::RecorderCounters;
 use tracedump::process::{split_argv, ProcInfo};
 use tracedump::record::{BlobArena, BlobRef, EventRing, Payload, Record};
@@ -33,6 +33,8 @@ pub struct Recorder {
     malformed: u64,
     /// records received per kind (`tracerd_event_kind`), for metrics
     by_kind: [u64; 8],
+    /// network gaps received per IP protocol, for metrics (a few protocols: a short list)
+    gaps_by_protocol: Vec<(u16, u64)>,
 }
 
 impl Recorder {
@@ -46,6 +48,7 @@ impl Recorder {
             received: 0,
             malformed: 0,
             by_kind: [0; 8],
+            gaps_by_protocol: Vec::new(),
         }
     }
 
@@ -69,6 +72,11 @@ impl Recorder {
     /// Records received per kind (index: `tracerd_event_kind`).
     pub fn received_by_kind(&self) -> &[u64; 8] {
         &self.by_kind
+    }
+
+    /// Network gaps received per IP protocol (6 TCP, 17 UDP, a raw socket's own).
+    pub fn gaps_by_protocol(&self) -> &[(u16, u64)] {
+        &self.gaps_by_protocol
     }
 
     /// Handles one ring-buffer record.
@@ -151,19 +159,45 @@ impl Recorder {
         }
     }
 
-    /// Encodes a connection's endpoints into the arena.
-    pub fn endpoints_blob(&mut self, local: &tracerd_addr, peer: &tracerd_addr) -> BlobRef {
-        let mut buf = [0u8; 2 * ENCODED_ADDR_LEN];
+    /// Encodes a gap's endpoints into the arena: a TCP connection's, or a datagram flow's
+    /// with its trailer (`flow`: its protocol and the datagrams sent during the silence).
+    pub fn endpoints_blob(
+        &mut self,
+        local: &tracerd_addr,
+        peer: &tracerd_addr,
+        flow: Option<FlowTrailer>,
+    ) -> BlobRef {
+        let mut buf = [0u8; FLOW_ENDPOINTS_LEN];
         encode_addr(local, &mut buf[..ENCODED_ADDR_LEN]);
         encode_addr(peer, &mut buf[ENCODED_ADDR_LEN..]);
-        self.blobs.put(&buf)
+        let len = match flow {
+            Some(t) => {
+                encode_flow_trailer(t, &mut buf);
+                FLOW_ENDPOINTS_LEN
+            }
+            None => 2 * ENCODED_ADDR_LEN,
+        };
+        self.blobs.put(&buf[..len])
+    }
+
+    fn count_gap(&mut self, protocol: u16) {
+        match self.gaps_by_protocol.iter_mut().find(|(p, _)| *p == protocol) {
+            Some((_, n)) => *n += 1,
+            None => self.gaps_by_protocol.push((protocol, 1)),
+        }
     }
 
     fn network_gap(&mut self, e: &tracerd_network_gap) -> Payload {
+        let protocol = e.protocol.min(u16::MAX as u32) as u16;
+        self.count_gap(protocol);
+        let flow = (protocol != IPPROTO_TCP).then_some(FlowTrailer {
+            protocol,
+            sent: e.sent,
+        });
         Payload::NetworkGap {
             gap_ns: e.gap_ns,
             packets: e.packets,
-            endpoints: self.endpoints_blob(&e.local, &e.peer),
+            endpoints: self.endpoints_blob(&e.local, &e.peer, flow),
             ongoing: e.ongoing != 0,
             busy_ms: busy_ms(e.busy_ns),
             busy_packets: e.busy_packets.min(u16::MAX as u32) as u16,

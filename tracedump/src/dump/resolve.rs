@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::{Dump, OpenFile};
 use crate::abi::{PauseCause, ProcessState};
-use crate::addr::{decode_addr, ENCODED_ADDR_LEN};
+use crate::addr::{decode_addr, decode_gap_endpoints, IPPROTO_TCP};
 use crate::event::{
     Event, FunctionHit, NetworkGap, ProcessChange, Sender, ShortIo, State, SyscallFailure, What,
 };
@@ -215,15 +215,17 @@ impl<'a> Resolver<'a> {
                 busy_ms,
                 busy_packets,
             } => {
-                let b = self.blob(endpoints);
+                let (local, peer, flow) = self.blob(endpoints).map(decode_gap_endpoints).unwrap_or_default();
                 What::NetworkGap(NetworkGap {
-                    local: b.and_then(decode_addr),
-                    peer: b.and_then(|b| b.get(ENCODED_ADDR_LEN..)).and_then(decode_addr),
+                    local,
+                    peer,
                     duration_ms: gap_ns / 1_000_000,
                     packets,
                     ongoing,
                     busy_ms: busy_ms as u64,
                     busy_packets: busy_packets as u64,
+                    protocol: flow.map_or(IPPROTO_TCP, |f| f.protocol),
+                    sent: flow.map(|f| f.sent as u64),
                 })
             }
             Payload::ProcessState {

@@ -258,7 +258,12 @@ impl Builder {
 
     fn connection_track(&mut self, process: u64, g: &NetworkGap) -> u64 {
         let or_unknown = |a: Option<std::net::SocketAddr>| a.map(|a| a.to_string()).unwrap_or("?".into());
-        let name = format!("tcp {} -> {}", or_unknown(g.local), or_unknown(g.peer));
+        let name = format!(
+            "{} {} -> {}",
+            crate::addr::protocol_name(g.protocol),
+            or_unknown(g.local),
+            or_unknown(g.peer)
+        );
         if let Some(&uuid) = self.connections.get(&(process, name.clone())) {
             return uuid;
         }
@@ -540,6 +545,13 @@ fn gap_mark(track: u64, at_ns: u64, end_ns: u64, g: &NetworkGap) -> Mark {
         args.push(arg("peer", Value::Str(peer.to_string())));
     }
     args.push(arg("packets_before", Value::Uint(g.packets)));
+    args.push(arg(
+        "protocol",
+        Value::Str(crate::addr::protocol_name(g.protocol)),
+    ));
+    if let Some(sent) = g.sent {
+        args.push(arg("sent_during", Value::Uint(sent)));
+    }
     args.push(arg("ongoing", Value::Bool(g.ongoing)));
     Mark {
         track,
@@ -689,6 +701,8 @@ mod tests {
                 ongoing,
                 busy_ms: 0,
                 busy_packets: 0,
+                protocol: 6,
+                sent: None,
             })
         };
         let killed = What::ProcessState(ProcessChange {

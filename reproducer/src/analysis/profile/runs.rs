@@ -236,6 +236,8 @@ mod tests {
             ongoing: false,
             busy_ms: 0,
             busy_packets: 0,
+            protocol: 6,
+            sent: None,
         };
         let mut data = RunData {
             seconds: 8.0,

@@ -91,6 +91,8 @@ pub fn gap(local: &str, peer: &str, ms: u64) -> What {
         ongoing: false,
         busy_ms: 0,
         busy_packets: 0,
+        protocol: 6,
+        sent: None,
     })
 }
 
@@ -175,6 +177,8 @@ pub mod three_nodes {
             ongoing,
             busy_ms: 0,
             busy_packets: 0,
+            protocol: 6,
+            sent: None,
         };
         event(at_ns, node, What::NetworkGap(g))
     }

@@ -21,6 +21,8 @@ fn a_connection_the_profile_knows_as_busy_is_a_partition_when_long_silent() {
                 ongoing: true,
                 busy_ms: 0,
                 busy_packets: 0,
+                protocol: 6,
+                sent: None,
             }),
         ),
         at(9.5, Some(1), 20, exited(1)),

@@ -34,6 +34,8 @@ fn gap(g: Gap) -> TimedEvent {
             ongoing: !g.resumed,
             busy_ms: g.busy_ms,
             busy_packets: g.busy_packets,
+            protocol: 6,
+            sent: None,
         }),
     )
 }
@@ -282,6 +284,8 @@ fn a_connect_no_packet_answered_during_the_cut_does_not_contradict_it() {
             ongoing: true,
             busy_ms: 0,
             busy_packets: 0,
+            protocol: 6,
+            sent: None,
         }),
     ));
     let d = diagnose(&timeline(events), Some(&scenario()), Some(&profile(true)));

@@ -1,0 +1,199 @@
+//! Datagram flows: a UDP or raw-IP heartbeat whose arrivals stop while its peer keeps sending
+//! is a network gap between the two addresses, with its protocol and the datagrams sent
+//! meanwhile; the peer, which heard everything, records none; IPv4 and IPv6; every datagram
+//! call (sendto/recvfrom, sendmsg/recvmsg, sendmmsg/recvmmsg); a process's share of the flow
+//! table is bounded and what does not fit is counted.
+//!
+//! The loss is made on the wire, with no firewall: b's neighbour entry for a is pointed at a
+//! MAC address nobody has, so b's sends still succeed and a's veth drops them as not its own.
+
+use std::io::{BufRead, BufReader, Lines};
+use std::process::{Child, ChildStdout, Command, Stdio};
+use std::time::Duration;
+
+use crate::common::*;
+
+/// One heartbeat process, started and ready.
+struct Heartbeat {
+    child: Child,
+    lines: Lines<BufReader<ChildStdout>>,
+}
+
+impl Heartbeat {
+    fn start(mut cmd: Command) -> Heartbeat {
+        let mut child = cmd.stdout(Stdio::piped()).spawn().expect("spawning heartbeat");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let mut lines = BufReader::new(stdout).lines();
+        let first = lines.next().and_then(Result::ok);
+        assert_eq!(first.as_deref(), Some("ready"), "heartbeat did not start");
+        Heartbeat { child, lines }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Waits for the end; returns its last line ("sent N received M").
+    fn finish(mut self) -> String {
+        let last = self
+            .lines
+            .by_ref()
+            .map_while(Result::ok)
+            .last()
+            .unwrap_or_default();
+        let status = self.child.wait().expect("waiting for heartbeat");
+        assert!(status.success(), "heartbeat failed: {status}");
+        last
+    }
+}
+
+impl Drop for Heartbeat {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+const PERIOD_MS: &str = "100";
+const RUN_MS: &str = "6500";
+const VRRP: &str = "112";
+
+/// Side a's and b's heartbeats over UDP (a: sendmmsg/recvmmsg, b: sendmsg/recvmsg) and raw IP
+/// protocol 112 (a: sendto/recvfrom, b: sendmsg/recvmsg), between `addr_a` and `addr_b`; b's
+/// datagrams to a are lost from 1.5 s to 4 s. Returns the dump's events and the four pids
+/// (a udp, a raw, b udp, b raw).
+fn one_way_loss(tag: &str, v6: bool) -> (Vec<serde_json::Value>, [u32; 4], NetnsPair) {
+    let comm = format!("hb_{tag}");
+    let prog = program_as("heartbeat", &comm);
+    let d = Daemon::start(&["--target-comm", &comm, "--gap-ms", "1000"]);
+    let net = NetnsPair::new(tag);
+    let (addr_a, addr_b) = if v6 {
+        (net.addr6_a.clone(), net.addr6_b.clone())
+    } else {
+        (net.addr_a.clone(), net.addr_b.clone())
+    };
+    let side = |ns: &str, kind: &str, port: &str, peer: &str, peer_port: &str, calls: &str| {
+        let mut c = net.exec(ns, &prog);
+        c.args([kind, VRRP, port, peer, peer_port, PERIOD_MS, RUN_MS, calls]);
+        Heartbeat::start(c)
+    };
+    let a_udp = side(&net.a, "udp", "5405", &addr_b, "5406", "mmsg");
+    let a_raw = side(&net.a, "raw", "0", &addr_b, "0", "from");
+    let b_udp = side(&net.b, "udp", "5406", &addr_a, "5405", "msg");
+    let b_raw = side(&net.b, "raw", "0", &addr_a, "0", "msg");
+    let pids = [a_udp.pid(), a_raw.pid(), b_udp.pid(), b_raw.pid()];
+    std::thread::sleep(Duration::from_millis(1500));
+    run_ok(Command::new("ip").args([
+        "-n",
+        &net.b,
+        "neigh",
+        "replace",
+        &addr_a,
+        "lladdr",
+        "02:00:00:00:00:01",
+        "dev",
+        &net.dev_b,
+        "nud",
+        "permanent",
+    ]));
+    std::thread::sleep(Duration::from_millis(2500));
+    run_ok(Command::new("ip").args(["-n", &net.b, "neigh", "del", &addr_a, "dev", &net.dev_b]));
+    for h in [a_udp, a_raw, b_udp, b_raw] {
+        let last = h.finish();
+        assert!(last.starts_with("sent "), "heartbeat ended with {last:?}");
+    }
+    (inspect_json(&d.dump()), pids, net)
+}
+
+fn gaps_of(events: &[serde_json::Value], pid: u32) -> Vec<&serde_json::Value> {
+    events_of(events, "network_gap", pid)
+}
+
+fn check_one_way_loss(tag: &str, v6: bool) {
+    let (events, [a_udp, a_raw, b_udp, b_raw], net) = one_way_loss(tag, v6);
+    let addr_b: std::net::IpAddr = if v6 { &net.addr6_b } else { &net.addr_b }
+        .parse()
+        .expect("b's address");
+    let peer = |port| std::net::SocketAddr::new(addr_b, port).to_string();
+    for (pid, protocol, local_port, peer) in [(a_udp, "udp", 5405, peer(5406)), (a_raw, "vrrp", 0, peer(0))] {
+        let gap = only(gaps_of(&events, pid), &format!("{protocol} gap of a"));
+        assert_eq!(gap["protocol"], protocol);
+        assert_eq!(
+            gap["dst"],
+            peer.as_str(),
+            "the peer whose datagrams stopped: {gap:#}"
+        );
+        if local_port > 0 {
+            let src = gap["src"].as_str().expect("src");
+            assert!(
+                src.ends_with(&format!(":{local_port}")),
+                "the flow's own address: {gap:#}"
+            );
+        }
+        let ms = gap["duration_ms"].as_u64().expect("duration_ms");
+        assert!(
+            (2000..4500).contains(&ms),
+            "silent about 2.5 s, got {ms} ms: {gap:#}"
+        );
+        assert_eq!(gap["ongoing"], false, "the silence ended: {gap:#}");
+        assert!(
+            gap["busy_packets"].as_u64().unwrap_or(0) >= 8,
+            "a steady stream before it: {gap:#}"
+        );
+        assert!(
+            gap["sent"].as_u64().unwrap_or(0) >= 15,
+            "a kept sending while it heard nothing: {gap:#}"
+        );
+    }
+    for pid in [b_udp, b_raw] {
+        assert!(
+            gaps_of(&events, pid).is_empty(),
+            "b heard a all along: {:#?}",
+            gaps_of(&events, pid)
+        );
+    }
+}
+
+#[test]
+#[ignore = "system test: needs root (loads BPF programs, creates namespaces); scripts/test runs it"]
+fn a_datagram_flow_that_stops_arriving_while_its_peer_sends_is_a_gap() {
+    require_root();
+    check_one_way_loss("dg4", false);
+}
+
+#[test]
+#[ignore = "system test: needs root (loads BPF programs, creates namespaces); scripts/test runs it"]
+fn an_ipv6_datagram_flow_that_stops_arriving_is_a_gap() {
+    require_root();
+    check_one_way_loss("dg6", true);
+}
+
+#[test]
+#[ignore = "system test: needs root (loads BPF programs, creates namespaces); scripts/test runs it"]
+fn a_process_holds_at_most_its_share_of_flows_and_the_rest_is_counted() {
+    require_root();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("tracerd.toml");
+    std::fs::write(&config, "flows_per_process = 16\n").expect("writing the config");
+    let prog = program_as("heartbeat", "hb_share");
+    let d = Daemon::start(&[
+        "--config",
+        config.to_str().expect("utf-8 path"),
+        "--target-comm",
+        "hb_share",
+        "--gap-ms",
+        "200",
+    ]);
+    let mut sink = Command::new(&prog);
+    sink.args(["sink", "47123", "40", "5000"]);
+    let sink = Heartbeat::start(sink);
+    // 40 peers: a fresh source port each (the sprayer is a target too: it receives nothing)
+    run_ok(Command::new(&prog).args(["spray", "::1", "47123", "40"]));
+    assert_eq!(sink.finish(), "received 40");
+    let meta = inspect_meta(&d.dump());
+    assert_eq!(
+        meta["counters"]["kernel"]["flows_full"], 24,
+        "16 of 40 peers fit the process's share: {}",
+        meta["counters"]
+    );
+}
