@@ -136,6 +136,8 @@ struct tracerd_network_gap {
 	__u32 protocol;          /* IP protocol: 6 TCP, 17 UDP, a raw socket's own */
 	__u32 sent;              /* datagram flows: packets the process sent to the peer during
 				  * the silence (it kept talking while it heard nothing); 0 for TCP */
+	__u64 sent_before;       /* datagram flows: packets it sent to the peer before the
+				  * silence (0: it only listens, as a VRRP backup does) */
 };
 
 struct tracerd_process_state_event {
@@ -229,6 +231,8 @@ struct tracerd_flow {
 	__u64 packets;      /* datagrams received */
 	__u64 sent;         /* datagrams sent */
 	__u64 last_tx_ns;   /* boot time of the last one sent; 0 = none yet */
+	__u64 tx_busy_ns;   /* the first send after the last pause in sending longer than
+			     * gap_ns, or the first send: it sent steadily from then to last_tx_ns */
 	__u32 busy_packets; /* datagrams received from busy_ns to last_rx_ns */
 	__u32 sent_since_rx; /* sent since the last one received */
 	char comm[TRACERD_COMM_LEN];

@@ -2,8 +2,8 @@
 /*
  * Datagram flows of the targets and the silences on them. A flow is a target process's
  * datagram traffic with one peer: a UDP socket's (protocol 17), or a raw IP socket's with its
- * IP protocol (VRRP is 112). A flow starts at the first datagram the process receives from
- * the peer; the datagrams it sends to a peer that has a flow are counted on it.
+ * IP protocol (VRRP is 112). A flow starts at the first datagram the process sends to the peer
+ * or receives from it; both directions are kept on it.
  *
  * A silence is found on the process's own receive calls, as TCP's is on the socket's own
  * counters: a datagram arriving more than gap_ns after the one before, on a flow that had a
@@ -11,7 +11,9 @@
  * with the datagrams the process sent to that peer meanwhile (it kept talking while it heard
  * nothing: the other side lost it, or the way back was cut). A flow still silent when a dump is
  * taken is read from the map by user space (tracerd/src/flows.rs), which also removes the
- * flows of ended processes and those idle for long.
+ * flows of ended processes and those idle for long, and writes every flow into the dump: since
+ * when each direction has been steady (no pause longer than gap_ns), so that a peer's dump can
+ * say it kept sending while the other end heard nothing.
  *
  * Cost: nothing on the kernel's packet path. A successful recvfrom, recvmsg, recvmmsg,
  * sendto, sendmsg or sendmmsg of a target reads the fd's socket type; on a datagram socket it
@@ -149,11 +151,14 @@ static __always_inline void emit_flow_gap(const struct tracerd_flow_key *key, co
 	e->busy_ns = f->last_rx_ns - f->busy_ns;
 	e->protocol = key->protocol;
 	e->sent = f->sent_since_rx;
+	e->sent_before = f->sent - f->sent_since_rx;
 	submit(e);
 }
 
-/* A new flow of key's process with its first datagram, when the process and the map have room. */
-static __always_inline void start_flow(const struct tracerd_flow_key *key, struct sock *sk, __u64 now)
+/* A new flow of key's process with its first datagram (received or sent), when the process and
+ * the map have room. */
+static __always_inline void start_flow(const struct tracerd_flow_key *key, struct sock *sk, __u64 now,
+				       bool received)
 {
 	struct tracerd_flow f = {};
 	struct tracerd_addr peer;
@@ -164,10 +169,17 @@ static __always_inline void start_flow(const struct tracerd_flow_key *key, struc
 		count(TRACERD_CNT_FLOWS_FULL);
 		return;
 	}
-	f.last_rx_ns = now;
-	f.busy_ns = now;
-	f.packets = 1;
-	f.busy_packets = 1;
+	if (received) {
+		f.last_rx_ns = now;
+		f.busy_ns = now;
+		f.packets = 1;
+		f.busy_packets = 1;
+	} else {
+		f.last_tx_ns = now;
+		f.tx_busy_ns = now;
+		f.sent = 1;
+		f.sent_since_rx = 1;
+	}
 	bpf_get_current_comm(f.comm, sizeof(f.comm));
 	sock_endpoints(sk, &f.local, &peer);
 	err = bpf_map_update_elem(&flows, key, &f, BPF_NOEXIST);
@@ -194,7 +206,7 @@ static __always_inline void flow_received(const struct tracerd_flow_key *key, st
 	struct tracerd_flow *f = bpf_map_lookup_elem(&flows, key);
 
 	if (!f) {
-		start_flow(key, sk, now);
+		start_flow(key, sk, now, true);
 		return;
 	}
 	if (now - f->last_rx_ns > gap_ns) {
@@ -209,12 +221,18 @@ static __always_inline void flow_received(const struct tracerd_flow_key *key, st
 	f->sent_since_rx = 0;
 }
 
-static __always_inline void flow_sent(const struct tracerd_flow_key *key, __u64 now)
+/* A datagram of key's flow sent now: a pause in sending longer than gap_ns starts the next steady
+ * stretch of sends. */
+static __always_inline void flow_sent(const struct tracerd_flow_key *key, struct sock *sk, __u64 now)
 {
 	struct tracerd_flow *f = bpf_map_lookup_elem(&flows, key);
 
-	if (!f)
+	if (!f) {
+		start_flow(key, sk, now, false);
 		return;
+	}
+	if (now - f->last_tx_ns > gap_ns)
+		f->tx_busy_ns = now;
 	f->sent += 1;
 	f->sent_since_rx += 1;
 	f->last_tx_ns = now;
@@ -234,7 +252,7 @@ static __noinline int flow_datagram(struct tracerd_flow_key *key, struct sock *s
 	if (flags & FLOW_RECEIVED)
 		flow_received(key, sk, now);
 	else
-		flow_sent(key, now);
+		flow_sent(key, sk, now);
 	return 0;
 }
 

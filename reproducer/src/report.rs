@@ -764,6 +764,7 @@ mod tests {
                     busy_packets: 0,
                     protocol: 6,
                     sent: None,
+                    sent_before: None,
                 }),
             ),
             ev(
@@ -779,6 +780,7 @@ mod tests {
                     busy_packets: 0,
                     protocol: 6,
                     sent: None,
+                    sent_before: None,
                 }),
             ),
         ];

@@ -61,8 +61,8 @@ const VRRP: &str = "112";
 /// Side a's and b's heartbeats over UDP (a: sendmmsg/recvmmsg, b: sendmsg/recvmsg) and raw IP
 /// protocol 112 (a: sendto/recvfrom, b: sendmsg/recvmsg), between `addr_a` and `addr_b`; b's
 /// datagrams to a are lost from 1.5 s to 4 s. Returns the dump's events and the four pids
-/// (a udp, a raw, b udp, b raw).
-fn one_way_loss(tag: &str, v6: bool) -> (Vec<serde_json::Value>, [u32; 4], NetnsPair) {
+/// (a udp, a raw, b udp, b raw), the dump's flow table and the pair.
+fn one_way_loss(tag: &str, v6: bool) -> (Vec<serde_json::Value>, [u32; 4], serde_json::Value, NetnsPair) {
     let comm = format!("hb_{tag}");
     let prog = program_as("heartbeat", &comm);
     let d = Daemon::start(&["--target-comm", &comm, "--gap-ms", "1000"]);
@@ -102,7 +102,13 @@ fn one_way_loss(tag: &str, v6: bool) -> (Vec<serde_json::Value>, [u32; 4], Netns
         let last = h.finish();
         assert!(last.starts_with("sent "), "heartbeat ended with {last:?}");
     }
-    (inspect_json(&d.dump()), pids, net)
+    let dump = d.dump();
+    (
+        inspect_json(&dump),
+        pids,
+        inspect_meta(&dump)["flows"].clone(),
+        net,
+    )
 }
 
 fn gaps_of(events: &[serde_json::Value], pid: u32) -> Vec<&serde_json::Value> {
@@ -110,7 +116,7 @@ fn gaps_of(events: &[serde_json::Value], pid: u32) -> Vec<&serde_json::Value> {
 }
 
 fn check_one_way_loss(tag: &str, v6: bool) {
-    let (events, [a_udp, a_raw, b_udp, b_raw], net) = one_way_loss(tag, v6);
+    let (events, [a_udp, a_raw, b_udp, b_raw], flows, net) = one_way_loss(tag, v6);
     let addr_b: std::net::IpAddr = if v6 { &net.addr6_b } else { &net.addr_b }
         .parse()
         .expect("b's address");
@@ -143,6 +149,28 @@ fn check_one_way_loss(tag: &str, v6: bool) {
         assert!(
             gap["sent"].as_u64().unwrap_or(0) >= 15,
             "a kept sending while it heard nothing: {gap:#}"
+        );
+        assert!(
+            gap["sent_before"].as_u64().unwrap_or(0) >= 10,
+            "and before: {gap:#}"
+        );
+        // b's dump (the same one here) says b kept sending to a throughout: its steady
+        // stretch of sends began before the silence and went on after it
+        let (start, end) = (
+            gap["ts_ns"].as_u64().unwrap(),
+            gap["ts_ns"].as_u64().unwrap() + ms * 1_000_000,
+        );
+        let b_pid = if protocol == "udp" { b_udp } else { b_raw };
+        let b_flow = flows
+            .as_array()
+            .expect("the dump's flow table")
+            .iter()
+            .find(|f| f["pid"] == b_pid)
+            .unwrap_or_else(|| panic!("b's flow in {flows:#}"));
+        assert!(
+            b_flow["sending_since_ns"].as_u64().unwrap() < start
+                && b_flow["last_sent_ns"].as_u64().unwrap() > end,
+            "b sent steadily across a's silence {start}..{end}: {b_flow:#}"
         );
     }
     for pid in [b_udp, b_raw] {

@@ -1,15 +1,16 @@
 //! Endpoints as the window stores them (an address blob) and as everyone else uses them
 //! (`SocketAddr`). A blob is a 0 marker byte (paths never start with NUL), family and port
 //! little-endian, then 16 address bytes; a gap's endpoints blob holds local then peer, and for
-//! a datagram flow's gap a trailer after them: the IP protocol (u16) and the datagrams sent
-//! to the peer during the silence (u32), little-endian. A TCP gap has no trailer.
+//! a datagram flow's gap a trailer after them: the IP protocol (u16), the datagrams sent to the
+//! peer during the silence (u32) and before it (u32, saturating), little-endian. A TCP gap has
+//! no trailer.
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 /// Bytes of one encoded address.
 pub const ENCODED_ADDR_LEN: usize = 21;
 /// Bytes of a gap's endpoints blob without and with a datagram flow's trailer.
 pub const GAP_ENDPOINTS_LEN: usize = 2 * ENCODED_ADDR_LEN;
-pub const FLOW_ENDPOINTS_LEN: usize = GAP_ENDPOINTS_LEN + 6;
+pub const FLOW_ENDPOINTS_LEN: usize = GAP_ENDPOINTS_LEN + 10;
 /// The IP protocol number of TCP: a gap without a flow trailer is a TCP connection's.
 pub const IPPROTO_TCP: u16 = 6;
 
@@ -20,12 +21,15 @@ pub struct FlowTrailer {
     pub protocol: u16,
     /// datagrams the process sent to the peer during the silence
     pub sent: u32,
+    /// and before it (0: it only listens to that peer)
+    pub sent_before: u32,
 }
 
 /// Appends a flow's trailer to a gap's encoded endpoints (`out`: FLOW_ENDPOINTS_LEN bytes).
 pub fn encode_flow_trailer(t: FlowTrailer, out: &mut [u8]) {
     out[GAP_ENDPOINTS_LEN..GAP_ENDPOINTS_LEN + 2].copy_from_slice(&t.protocol.to_le_bytes());
-    out[GAP_ENDPOINTS_LEN + 2..FLOW_ENDPOINTS_LEN].copy_from_slice(&t.sent.to_le_bytes());
+    out[GAP_ENDPOINTS_LEN + 2..GAP_ENDPOINTS_LEN + 6].copy_from_slice(&t.sent.to_le_bytes());
+    out[GAP_ENDPOINTS_LEN + 6..FLOW_ENDPOINTS_LEN].copy_from_slice(&t.sent_before.to_le_bytes());
 }
 
 /// A gap's endpoints blob: local, peer and, for a datagram flow, its trailer.
@@ -35,6 +39,7 @@ pub fn decode_gap_endpoints(b: &[u8]) -> (Option<SocketAddr>, Option<SocketAddr>
     let trailer = b.get(GAP_ENDPOINTS_LEN..FLOW_ENDPOINTS_LEN).map(|t| FlowTrailer {
         protocol: u16::from_le_bytes([t[0], t[1]]),
         sent: u32::from_le_bytes([t[2], t[3], t[4], t[5]]),
+        sent_before: u32::from_le_bytes([t[6], t[7], t[8], t[9]]),
     });
     (local, peer, trailer)
 }
@@ -116,6 +121,7 @@ mod tests {
         let vrrp = FlowTrailer {
             protocol: 112,
             sent: 4,
+            sent_before: 70,
         };
         encode_flow_trailer(vrrp, &mut flow);
         assert_eq!(decode_gap_endpoints(&flow).2, Some(vrrp));

@@ -128,6 +128,9 @@ pub struct NetworkGap {
     /// datagram flows: datagrams the process sent to the peer during the silence (it kept
     /// talking while it heard nothing); None for TCP
     pub sent: Option<u64>,
+    /// datagram flows: datagrams it sent to the peer before the silence (0: it only listens
+    /// to that peer); None for TCP
+    pub sent_before: Option<u64>,
 }
 
 impl NetworkGap {
@@ -279,8 +282,9 @@ pub struct EventJson {
     pub busy_packets: Option<u64>,
     /// network gaps: the IP protocol by name (`tcp`, `udp`, `vrrp`, ..., `ip-N`)
     pub protocol: Option<String>,
-    /// datagram flows' gaps: datagrams sent to the peer during the silence
+    /// datagram flows' gaps: datagrams sent to the peer during the silence, and before it
     pub sent: Option<u64>,
+    pub sent_before: Option<u64>,
     pub state: Option<&'static str>,
     pub cause: Option<&'static str>,
     pub exit_code: Option<i32>,
@@ -338,6 +342,7 @@ impl From<&Event> for EventJson {
             busy_packets: None,
             protocol: None,
             sent: None,
+            sent_before: None,
             state: None,
             cause: None,
             exit_code: None,
@@ -381,6 +386,7 @@ impl From<&Event> for EventJson {
                 j.busy_packets = Some(g.busy_packets);
                 j.protocol = Some(crate::addr::protocol_name(g.protocol));
                 j.sent = g.sent;
+                j.sent_before = g.sent_before;
                 j.ongoing = Some(g.ongoing);
             }
             What::ProcessState(p) => {

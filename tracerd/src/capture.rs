@@ -223,6 +223,7 @@ pub fn take_dump_with(
         detached_functions: engine.detached_functions().to_vec(),
         syscall_counts: engine.syscall_counts()?,
         trigger,
+        flows: crate::flows::flow_table(engine)?,
     };
     let ring = &rec.ring;
     let records = (0..ring.len() + ongoing.len()).map(|i| {

@@ -4,16 +4,18 @@
 //! found here. Flows of ended processes, and flows idle (nothing sent, nothing received) for
 //! `FLOW_IDLE`, leave the table, so that a process's share of it goes to its live peers; one
 //! that leaves while silent after a steady stream goes into the window as that silence.
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use anyhow::Result;
 use libbpf_rs::{MapCore, MapFlags};
 
-use tracedump::abi::{bytes_of, comm_bytes, read_struct};
-use tracedump::addr::FlowTrailer;
+use tracedump::abi::{bytes_of, c_bytes, comm_bytes, read_struct};
+use tracedump::addr::{decode_addr, encode_addr, FlowTrailer, ENCODED_ADDR_LEN};
+use tracedump::dump::FlowInfo;
 use tracedump::record::{Payload, Record};
 
-use crate::bpf::types::{tracerd_flow, tracerd_flow_key};
+use crate::bpf::types::{tracerd_addr, tracerd_flow, tracerd_flow_key};
 use crate::engine::Engine;
 use crate::mapdump::for_each_entry;
 use crate::recorder::{busy_ms, Recorder};
@@ -129,6 +131,7 @@ pub fn silence_record(rec: &mut Recorder, f: &Flow, gap_ms: u64, end_ns: u64, ev
     let trailer = FlowTrailer {
         protocol: f.key.protocol.min(u16::MAX as u32) as u16,
         sent: c.sent_since_rx,
+        sent_before: (c.sent - c.sent_since_rx as u64).min(u32::MAX as u64) as u32,
     };
     Some(Record {
         ts_ns: c.last_rx_ns,
@@ -144,6 +147,38 @@ pub fn silence_record(rec: &mut Recorder, f: &Flow, gap_ms: u64, end_ns: u64, ev
             busy_packets: c.busy_packets.min(u16::MAX as u32) as u16,
         },
     })
+}
+
+/// Every flow of the kernel's table, as the dump describes it.
+pub fn flow_table(engine: &Engine) -> Result<Vec<FlowInfo>> {
+    let mut out: Vec<FlowInfo> = engine
+        .flows()?
+        .iter()
+        .filter_map(|f| {
+            let c = &f.flow;
+            Some(FlowInfo {
+                pid: f.key.tgid,
+                comm: String::from_utf8_lossy(c_bytes(&c.comm, 0)).into_owned(),
+                protocol: f.key.protocol.min(u16::MAX as u32) as u16,
+                local: socket_addr(&c.local),
+                peer: socket_addr(&f.key.peer)?,
+                received: c.packets,
+                sent: c.sent,
+                last_received_ns: c.last_rx_ns,
+                receiving_since_ns: if c.last_rx_ns > 0 { c.busy_ns } else { 0 },
+                last_sent_ns: c.last_tx_ns,
+                sending_since_ns: c.tx_busy_ns,
+            })
+        })
+        .collect();
+    out.sort_by_key(|f| (f.pid, f.protocol, f.peer));
+    Ok(out)
+}
+
+fn socket_addr(a: &tracerd_addr) -> Option<SocketAddr> {
+    let mut buf = [0u8; ENCODED_ADDR_LEN];
+    encode_addr(a.family, a.port, &a.addr, &mut buf);
+    decode_addr(&buf)
 }
 
 /// The flows still silent at `now_boot` (a dump's), each until now or its process's end.

@@ -193,6 +193,7 @@ impl Recorder {
         let flow = (protocol != IPPROTO_TCP).then_some(FlowTrailer {
             protocol,
             sent: e.sent,
+            sent_before: e.sent_before.min(u32::MAX as u64) as u32,
         });
         Payload::NetworkGap {
             gap_ns: e.gap_ns,

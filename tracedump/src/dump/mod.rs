@@ -126,6 +126,35 @@ pub struct DumpMeta {
     /// why the dump wrote itself; absent when it was asked for
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trigger: Option<TriggerInfo>,
+    /// the targets' datagram flows when the dump was taken (tracerd's flow table); absent in
+    /// dumps written before flows were recorded
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub flows: Vec<FlowInfo>,
+}
+
+/// A target's datagram flow (its UDP or raw IP traffic with one peer) as tracerd's table held it
+/// when the dump was taken: what it received and sent, and since when each direction had been
+/// steady, so that one end's dump can say whether it kept sending while the other end heard
+/// nothing. Times are CLOCK_BOOTTIME; 0 = never.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct FlowInfo {
+    pub pid: u32,
+    pub comm: String,
+    /// the IP protocol: 17 UDP, a raw socket's own
+    pub protocol: u16,
+    /// the socket's own address as bound (an unspecified address when bound to any)
+    pub local: Option<std::net::SocketAddr>,
+    pub peer: std::net::SocketAddr,
+    /// datagrams received from the peer, and sent to it
+    pub received: u64,
+    pub sent: u64,
+    /// the last one received, and the first of the stretch that ended with it (no silence
+    /// longer than the gap threshold in between)
+    pub last_received_ns: u64,
+    pub receiving_since_ns: u64,
+    /// the same for sending
+    pub last_sent_ns: u64,
+    pub sending_since_ns: u64,
 }
 
 /// Why a dump wrote itself (`[triggers]`): absent in dumps that were asked for.

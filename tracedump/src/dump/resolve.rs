@@ -226,6 +226,7 @@ impl<'a> Resolver<'a> {
                     busy_packets: busy_packets as u64,
                     protocol: flow.map_or(IPPROTO_TCP, |f| f.protocol),
                     sent: flow.map(|f| f.sent as u64),
+                    sent_before: flow.map(|f| f.sent_before as u64),
                 })
             }
             Payload::ProcessState {

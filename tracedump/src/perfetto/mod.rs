@@ -703,6 +703,7 @@ mod tests {
                 busy_packets: 0,
                 protocol: 6,
                 sent: None,
+                sent_before: None,
             })
         };
         let killed = What::ProcessState(ProcessChange {

@@ -238,6 +238,7 @@ mod tests {
             busy_packets: 0,
             protocol: 6,
             sent: None,
+            sent_before: None,
         };
         let mut data = RunData {
             seconds: 8.0,

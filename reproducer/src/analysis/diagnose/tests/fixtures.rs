@@ -93,6 +93,7 @@ pub fn gap(local: &str, peer: &str, ms: u64) -> What {
         busy_packets: 0,
         protocol: 6,
         sent: None,
+        sent_before: None,
     })
 }
 
@@ -179,6 +180,7 @@ pub mod three_nodes {
             busy_packets: 0,
             protocol: 6,
             sent: None,
+            sent_before: None,
         };
         event(at_ns, node, What::NetworkGap(g))
     }

@@ -23,6 +23,7 @@ fn a_connection_the_profile_knows_as_busy_is_a_partition_when_long_silent() {
                 busy_packets: 0,
                 protocol: 6,
                 sent: None,
+                sent_before: None,
             }),
         ),
         at(9.5, Some(1), 20, exited(1)),

@@ -36,6 +36,7 @@ fn gap(g: Gap) -> TimedEvent {
             busy_packets: g.busy_packets,
             protocol: 6,
             sent: None,
+            sent_before: None,
         }),
     )
 }
@@ -286,6 +287,7 @@ fn a_connect_no_packet_answered_during_the_cut_does_not_contradict_it() {
             busy_packets: 0,
             protocol: 6,
             sent: None,
+            sent_before: None,
         }),
     ));
     let d = diagnose(&timeline(events), Some(&scenario()), Some(&profile(true)));
