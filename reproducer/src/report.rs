@@ -812,6 +812,7 @@ mod tests {
             dumps: Vec::new(),
             functions: Vec::new(),
             environments: Vec::new(),
+            flows: Vec::new(),
         };
         let d = diagnose(&t, Some(&scenario), None);
         let mut out = String::new();

@@ -46,10 +46,26 @@ pub struct DumpInfo {
     pub workdir: Option<String>,
 }
 
+/// A datagram flow of a dump's flow table (a process's UDP or raw IP traffic with one peer, as
+/// tracerd held it when the dump was taken), on the wall clock, with its node.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TimedFlow {
+    pub node: Option<usize>,
+    pub dump: usize,
+    pub protocol: u16,
+    pub peer: std::net::SocketAddr,
+    /// from when to when it steadily received (no silence over the gap threshold), and sent;
+    /// None when it never did
+    pub receiving: Option<(u64, u64)>,
+    pub sending: Option<(u64, u64)>,
+}
+
 #[derive(Clone, Debug, Default)]
 pub struct Timeline {
     pub events: Vec<TimedEvent>,
     pub dumps: Vec<DumpInfo>,
+    /// the datagram flows of every dump's flow table
+    pub flows: Vec<TimedFlow>,
     /// BINARY:SYMBOL of every function production traced, with the node whose events name it
     pub functions: Vec<(Option<usize>, String)>,
     /// the nodes' processes with the environment tracerd recorded (builds, configuration
@@ -158,6 +174,16 @@ impl Timeline {
             }
         }
         self.environments.extend(super::drift::samples(meta, &map));
+        let span =
+            |since: u64, last: u64| (last > 0).then(|| (clock.realtime_of(since), clock.realtime_of(last)));
+        self.flows.extend(meta.flows.iter().map(|f| TimedFlow {
+            node: map.node(f.pid),
+            dump: index,
+            protocol: f.protocol,
+            peer: f.peer,
+            receiving: span(f.receiving_since_ns, f.last_received_ns),
+            sending: span(f.sending_since_ns, f.last_sent_ns),
+        }));
         self.dumps.push(DumpInfo {
             path: path.to_path_buf(),
             host: meta.host.clone(),

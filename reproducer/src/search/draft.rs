@@ -65,7 +65,11 @@ impl Search<'_> {
                 signal: None,
                 duration_ms: (*duration_ms).max(1),
             },
-            FaultGuess::Partition { peer, duration_ms } => {
+            FaultGuess::Partition {
+                peer,
+                duration_ms,
+                one_way,
+            } => {
                 let has_addresses = self.scenario.nodes[c.node?].address.is_some()
                     && self.scenario.nodes[*peer].address.is_some();
                 if !has_addresses {
@@ -73,7 +77,7 @@ impl Search<'_> {
                 }
                 Action::Partition {
                     peers: vec![self.node_name(*peer)],
-                    direction: Direction::Both,
+                    direction: if *one_way { Direction::Out } else { Direction::Both },
                     duration_ms: (*duration_ms).max(1),
                 }
             }
@@ -128,9 +132,14 @@ impl Search<'_> {
             ),
             FaultGuess::Crash { signal, .. } => format!("crash ({signal}) of {}", c.who),
             FaultGuess::Pause { duration_ms, .. } => format!("pause of {} for {duration_ms} ms", c.who),
-            FaultGuess::Partition { peer, duration_ms } => format!(
-                "partition {}–{} for {duration_ms} ms",
+            FaultGuess::Partition {
+                peer,
+                duration_ms,
+                one_way,
+            } => format!(
+                "partition {}{}{} for {duration_ms} ms",
                 c.who,
+                if *one_way { "→" } else { "–" },
                 self.node_name(*peer)
             ),
         }

@@ -794,7 +794,11 @@ fn best_right_after_a_bug_run_is_not_zero() {
 }
 
 fn partition(peer: usize, duration_ms: u64) -> FaultGuess {
-    FaultGuess::Partition { peer, duration_ms }
+    FaultGuess::Partition {
+        peer,
+        duration_ms,
+        one_way: false,
+    }
 }
 
 /// The partition faults of a plan, as (node, peer) pairs.

@@ -81,7 +81,9 @@ impl Builder<'_> {
                     c.at_ns,
                     c.at_ns + duration_ms * 1_000_000 + AFTERMATH_NS,
                 )),
-                FaultGuess::Partition { peer, duration_ms } => Some((
+                FaultGuess::Partition {
+                    peer, duration_ms, ..
+                } => Some((
                     label(c),
                     c.node,
                     Some(peer),

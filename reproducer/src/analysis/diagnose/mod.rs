@@ -26,6 +26,7 @@ use super::timeline::{TimedEvent, Timeline};
 use crate::model::scenario::Scenario;
 
 mod explain;
+mod flows;
 mod network;
 mod preceding;
 mod process;
@@ -68,6 +69,11 @@ pub enum FaultGuess {
     Partition {
         peer: usize,
         duration_ms: u64,
+        /// only the candidate's node's packets to `peer` were lost, the other way kept
+        /// arriving (datagram flows, whose two directions are seen apart): a partition of
+        /// that direction
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        one_way: bool,
     },
 }
 

@@ -10,6 +10,7 @@ use std::net::SocketAddr;
 
 use tracedump::event::What;
 
+use super::flows::{FlowSides, FLOW_SILENT_RATIO};
 use super::silence::{self, IdleNorm, NotIdle, OwnTraffic, SilenceEvidence, Traffic, SILENT_RATIO};
 use super::{
     node_name, BaselineRates, Builder, Candidate, FaultGuess, PeerMap, Scenario, TimedEvent, Timeline,
@@ -42,7 +43,7 @@ fn idle_norm<'b>(
 
 impl Builder<'_> {
     /// The node of one of production's addresses.
-    fn node_of_address(&self, addr: SocketAddr) -> Option<usize> {
+    pub(super) fn node_of_address(&self, addr: SocketAddr) -> Option<usize> {
         self.peers.node(self.scenario?, addr)
     }
 
@@ -61,6 +62,11 @@ impl Builder<'_> {
             };
             let (Some(local), Some(peer)) = (g.local, g.peer) else {
                 continue;
+            };
+            let local = if g.is_datagram() {
+                self.flow_local(local, t.node)
+            } else {
+                local
             };
             // 0 when unknown (then a close cannot be told from the dump)
             let taken = self.timeline.dumps.get(t.dump).map(|d| d.taken_ns).unwrap_or(0);
@@ -91,8 +97,12 @@ impl Builder<'_> {
             };
             let norm = idle_norm(self.baseline, self.scenario, a, b, service_port(local, peer));
             let judged = norm.as_ref().map(|n| n.excuses(own, d));
+            let flow = g.is_datagram().then(|| self.flow_sides(g, a, b, (start, end)));
             let idle = match (g.packets, &judged) {
                 (0, _) => Some("the connection never carried a packet (a connect that did not complete, or a peer that never spoke)".to_string()),
+                _ if flow.is_some_and(|f| f.between_requests()) => {
+                    flow.as_ref().and_then(|f| self.between_requests(f, a, b))
+                }
                 (_, Some(Ok(()))) => norm.as_ref().map(|n| {
                     let (from, to) = (node_name(self.scenario, a), node_name(self.scenario, b));
                     format!(
@@ -116,6 +126,7 @@ impl Builder<'_> {
                 torn_down: g.ongoing && end + AT_DUMP_NS < taken,
                 not_idle: judged.and_then(Result::err),
                 idle: idle.is_some(),
+                flow,
             };
             if let Some(reason) = idle {
                 let mut c = self.candidate(
@@ -123,6 +134,7 @@ impl Builder<'_> {
                     FaultGuess::Partition {
                         peer: b,
                         duration_ms: d,
+                        one_way: false,
                     },
                     start,
                     reason,
@@ -171,20 +183,30 @@ impl Builder<'_> {
         let (lo, hi) = group[0].pair;
         let (start, end) = partition_span(group);
         let duration_ms = (end - start) / 1_000_000;
+        let flows: Vec<&FlowSides> = group.iter().filter_map(|s| s.flow.as_ref()).collect();
+        let datagrams = flows.len() == group.len();
+        // a datagram flow heard at one end only, whose peer kept hearing it: the peer's
+        // datagrams were lost, its own way out is the fault
+        let heard_at = group[0].end_node;
+        let one_way =
+            datagrams && group.iter().all(|s| s.end_node == heard_at) && flows.iter().any(|f| f.one_way());
+        let sender = if heard_at == lo { hi } else { lo };
+        let (node, peer) = if one_way { (sender, heard_at) } else { (lo, hi) };
         let mut c = self.candidate(
             group[0].event,
             FaultGuess::Partition {
-                peer: hi,
+                peer,
                 duration_ms,
+                one_way,
             },
             start,
             String::new(),
         );
-        c.node = Some(lo);
-        c.who = node_name(self.scenario, lo);
+        c.node = Some(node);
+        c.who = node_name(self.scenario, node);
         c.occurrences = group.len() as u32;
         let ev = evidence(group, all, (start, end));
-        let mut support = Vec::new();
+        let mut support = self.flow_support(&flows, heard_at, sender);
         if ev.resumed {
             support.push("traffic resumed after it".to_string());
         }
@@ -196,7 +218,11 @@ impl Builder<'_> {
             support.push(format!("{together} connections silent together"));
         }
         if let (Some(ratio), Some(gap)) = (ev.silence_ratio, ev.own_gap_ms) {
-            if ratio >= SILENT_RATIO {
+            if datagrams && ratio >= FLOW_SILENT_RATIO {
+                support.push(format!(
+                    "a flow that carried a datagram every {gap:.0} ms went silent {ratio:.1}× as long"
+                ));
+            } else if ratio >= SILENT_RATIO {
                 support.push(format!(
                     "a connection that carried a packet every {gap:.0} ms went silent {ratio:.0}× as long"
                 ));
@@ -216,7 +242,11 @@ impl Builder<'_> {
         c.evidence.resumed = ev.resumed;
         c.evidence.torn_down = group.iter().any(|s| s.torn_down);
         c.evidence.connections = together as u32;
-        if not_idle.iter().any(|n| matches!(n, NotIdle::Busier(_))) {
+        c.evidence.kept_sending = flows.iter().any(|f| f.kept_sending());
+        c.evidence.peer_kept_sending = flows.iter().any(|f| f.peer_kept_sending);
+        if datagrams {
+            c.evidence.cadence = ev.silence_ratio.zip(ev.own_gap_ms);
+        } else if not_idle.iter().any(|n| matches!(n, NotIdle::Busier(_))) {
             c.evidence.own_ratio = ev.silence_ratio.zip(ev.own_gap_ms);
         } else {
             c.evidence.norm_ms = not_idle.iter().find_map(|n| match n {
@@ -233,7 +263,7 @@ impl Builder<'_> {
                 "but {} carried packets meanwhile: the pair could talk",
                 ev.talking_connections.join(", ")
             ))
-        } else if ev.both_directions == Some(false) {
+        } else if ev.both_directions == Some(false) && !datagrams {
             let end_node = node_name(self.scenario, group[0].end_node);
             Some(format!(
                 "but only {end_node}'s end saw it: the other direction kept carrying packets"
@@ -257,6 +287,32 @@ impl Builder<'_> {
             ..ev
         });
         c
+    }
+}
+
+impl Builder<'_> {
+    /// What a group's datagram flows add: the silent end kept sending, the sender's own dump
+    /// says it kept sending all along, only one direction was lost.
+    fn flow_support(&self, flows: &[&FlowSides], heard_at: usize, sender: usize) -> Vec<String> {
+        let (end, from) = (
+            node_name(self.scenario, heard_at),
+            node_name(self.scenario, sender),
+        );
+        let mut support = Vec::new();
+        if let Some(n) = flows.iter().filter(|f| f.kept_sending()).map(|f| f.sent).max() {
+            support.push(format!(
+                "{end} kept sending to {from} ({n} datagrams) while it heard nothing"
+            ));
+        }
+        if flows.iter().any(|f| f.peer_kept_sending) {
+            support.push(format!("{from}'s flow table: it kept sending to {end} all along"));
+        }
+        if flows.iter().any(|f| f.one_way()) {
+            support.push(format!(
+                "only {from}→{end} was lost: {end}'s datagrams kept reaching {from}"
+            ));
+        }
+        support
     }
 }
 
@@ -373,6 +429,8 @@ struct Silence<'e> {
     not_idle: Option<NotIdle>,
     /// set aside: never carried a packet, or idling as in fault-free runs
     idle: bool,
+    /// a datagram flow's silence: what its two ends did meanwhile
+    flow: Option<FlowSides>,
 }
 
 impl Silence<'_> {
@@ -476,6 +534,7 @@ fn fold_aside(aside: &mut Vec<Candidate>, mut c: Candidate, a: usize) {
         p.guess = FaultGuess::Partition {
             peer: peer_of(&c),
             duration_ms: longest,
+            one_way: false,
         };
         return;
     }

@@ -33,9 +33,14 @@ fn describe(g: &FaultGuess, scenario: Option<&Scenario>) -> String {
         ),
         FaultGuess::Crash { signal, .. } => format!("crash ({signal})"),
         FaultGuess::Pause { duration_ms, .. } => format!("pause of {duration_ms} ms"),
-        FaultGuess::Partition { peer, duration_ms } => {
+        FaultGuess::Partition {
+            peer,
+            duration_ms,
+            one_way,
+        } => {
             format!(
-                "partition from {} for {duration_ms} ms",
+                "partition {} {} for {duration_ms} ms",
+                if *one_way { "of its packets to" } else { "from" },
                 node_name(scenario, *peer)
             )
         }
@@ -125,7 +130,9 @@ pub fn render(d: &Diagnosis, scenario: Option<&Scenario>) -> String {
         );
         for c in others {
             let what = match &c.guess {
-                FaultGuess::Partition { peer, duration_ms } => {
+                FaultGuess::Partition {
+                    peer, duration_ms, ..
+                } => {
                     format!("silence with {} for {duration_ms} ms", node_name(scenario, *peer))
                 }
                 g => describe(g, scenario),

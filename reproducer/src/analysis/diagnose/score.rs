@@ -36,6 +36,16 @@ pub struct Evidence {
     /// connection's own typical gap between packets, and that gap (ms)
     #[serde(skip_serializing_if = "Option::is_none")]
     pub own_ratio: Option<(f64, f64)>,
+    /// partitions of datagram flows: the silence over the flow's own cadence (its mean gap
+    /// between datagrams before it), and that gap (ms)
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cadence: Option<(f64, f64)>,
+    /// partitions of datagram flows: the silent end kept sending meanwhile
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub kept_sending: bool,
+    /// partitions of datagram flows: the peer's flow table says it kept sending all along
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub peer_kept_sending: bool,
     /// partitions: traffic resumed after the silence
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub resumed: bool,
@@ -253,6 +263,14 @@ fn deviation(c: &Candidate, profiled: bool, knows_gaps: bool) -> Factor {
                     "the connection never carried a packet (a connect that did not complete)",
                 );
             }
+            if let Some((ratio, gap)) = c.evidence.cadence {
+                return Factor::new(
+                    bounded(ratio),
+                    format!(
+                        "silent {duration_ms} ms: {ratio:.1}× its cadence of a datagram every {gap:.0} ms"
+                    ),
+                );
+            }
             if let Some((ratio, gap)) = c.evidence.own_ratio {
                 return Factor::new(
                     bounded(ratio / OWN_GAPS_PER_NORM),
@@ -319,6 +337,12 @@ fn corroboration(c: &Candidate) -> Factor {
     }
     if e.connections > 1 {
         seen.push(format!("{} connections silent together", e.connections));
+    }
+    if e.kept_sending {
+        seen.push("its end kept sending".to_string());
+    }
+    if e.peer_kept_sending {
+        seen.push("the peer kept sending".to_string());
     }
     if seen.is_empty() {
         return Factor::new(

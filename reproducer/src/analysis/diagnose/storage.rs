@@ -164,6 +164,7 @@ mod tests {
             dumps: vec![dump],
             functions: Vec::new(),
             environments: Vec::new(),
+            flows: Vec::new(),
         }
     }
 

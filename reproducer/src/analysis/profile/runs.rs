@@ -101,7 +101,7 @@ pub fn run_data(
     data.exits = exits_of(scenario, &events, |pid| map.node(pid), ready_ns);
     for e in events {
         if let What::NetworkGap(g) = &e.what {
-            add_gap(&mut data, scenario, g);
+            add_gap(&mut data, scenario, g, map.node(e.pid));
             continue;
         }
         let What::SyscallFailure(f) = e.what else { continue };
@@ -179,11 +179,12 @@ pub fn exits_of(
     out
 }
 
-/// A silence between two nodes' addresses (self-connections and other ends are not pairs).
+/// A silence between two nodes' addresses (self-connections and other ends are not pairs); a
+/// datagram flow's socket bound to any address is its process's node's (`node`).
 /// A silence longer than the run itself is a clock error, not a norm: taken as the longest
 /// silence of a pair, it would let every later partition of that pair pass as idle (a
 /// tracerd before the fix of its jiffies stamps recorded silences of 584 years).
-fn add_gap(data: &mut RunData, scenario: &Scenario, g: &tracedump::event::NetworkGap) {
+fn add_gap(data: &mut RunData, scenario: &Scenario, g: &tracedump::event::NetworkGap, node: Option<usize>) {
     let (Some(local), Some(peer)) = (g.local, g.peer) else {
         return;
     };
@@ -195,7 +196,10 @@ fn add_gap(data: &mut RunData, scenario: &Scenario, g: &tracedump::event::Networ
         );
         return;
     }
-    let (Some(a), Some(b)) = (scenario.node_at(local.ip()), scenario.node_at(peer.ip())) else {
+    let a = scenario
+        .node_at(local.ip())
+        .or(node.filter(|_| local.ip().is_unspecified()));
+    let (Some(a), Some(b)) = (a, scenario.node_at(peer.ip())) else {
         return;
     };
     if a == b {
@@ -244,10 +248,10 @@ mod tests {
             seconds: 8.0,
             ..Default::default()
         };
-        add_gap(&mut data, &scenario, &gap(1054));
+        add_gap(&mut data, &scenario, &gap(1054), Some(0));
         // what a wrapped jiffies difference made of a silence: minus 2^32 ticks
-        add_gap(&mut data, &scenario, &gap(18_429_563_939_213));
-        add_gap(&mut data, &scenario, &gap(8001));
+        add_gap(&mut data, &scenario, &gap(18_429_563_939_213), Some(0));
+        add_gap(&mut data, &scenario, &gap(8001), Some(0));
         let key = ("db1".to_string(), "db2".to_string(), 7000);
         assert_eq!(
             data.gaps.get(&key).map(|g| (g.silences, g.longest_ms)),

@@ -111,6 +111,7 @@ pub fn timeline(mut events: Vec<TimedEvent>) -> Timeline {
         dumps: Vec::new(),
         functions: Vec::new(),
         environments: Vec::new(),
+        flows: Vec::new(),
     }
 }
 
@@ -231,6 +232,7 @@ pub mod three_nodes {
             dumps: vec![dump],
             functions: Vec::new(),
             environments: Vec::new(),
+            flows: Vec::new(),
         }
     }
 

@@ -2,6 +2,7 @@
 mod fixtures;
 
 mod explain;
+mod flows;
 mod network;
 mod preceding;
 mod process;

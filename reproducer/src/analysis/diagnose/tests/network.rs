@@ -66,7 +66,8 @@ fn gaps_between_node_addresses_are_one_partition_unless_a_pause_explains_them() 
         p.guess,
         FaultGuess::Partition {
             peer: 1,
-            duration_ms: 2500
+            duration_ms: 2500,
+            one_way: false,
         },
         "the time both ends were silent"
     );
@@ -198,7 +199,8 @@ mod three_nodes {
                 100 * S + S / 10,
                 FaultGuess::Partition {
                     peer: 1,
-                    duration_ms: 3900
+                    duration_ms: 3900,
+                    one_way: false,
                 }
             ),
             "the time every connection was silent"
@@ -308,7 +310,8 @@ mod three_nodes {
                 130 * S,
                 FaultGuess::Partition {
                     peer: 1,
-                    duration_ms: 4067
+                    duration_ms: 4067,
+                    one_way: false,
                 }
             )
         );
