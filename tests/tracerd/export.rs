@@ -325,7 +325,8 @@ fn export_shows_every_event_kind_on_host_process_and_thread_tracks() {
             }
             "network_gap" => {
                 let conn = format!(
-                    "tcp {} -> {}",
+                    "{} {} -> {}",
+                    e["protocol"].as_str().unwrap(),
                     e["src"].as_str().unwrap(),
                     e["dst"].as_str().unwrap()
                 );

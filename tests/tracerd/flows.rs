@@ -108,12 +108,42 @@ fn one_way_loss(tag: &str, v6: bool) -> (Vec<serde_json::Value>, [u32; 4], serde
         assert!(last.starts_with("sent "), "heartbeat ended with {last:?}");
     }
     let dump = d.dump();
+    check_timeline(&dump);
     (
         inspect_json(&dump),
         pids,
         inspect_meta(&dump)["flows"].clone(),
         net,
     )
+}
+
+/// The Perfetto timeline names a flow's track by its protocol, as it does a connection's.
+fn check_timeline(dump: &std::path::Path) {
+    let out = dump.with_extension("perfetto");
+    run_ok(
+        Command::new(tracerd_bin())
+            .args(["export", "--format", "perfetto"])
+            .arg(dump)
+            .arg("-o")
+            .arg(&out),
+    );
+    let trace = perfetto_decode(&out);
+    let names: Vec<&str> = trace["tracks"]
+        .as_array()
+        .expect("tracks")
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert!(
+        names
+            .iter()
+            .any(|n| n.starts_with("udp ") && n.ends_with(":5406")),
+        "a track for a's udp flow: {names:?}"
+    );
+    assert!(
+        names.iter().any(|n| n.starts_with("vrrp ")),
+        "a track for the vrrp flow: {names:?}"
+    );
 }
 
 /// `pid`'s silences that ended with a datagram (the ends of the runs, where one heartbeat
@@ -227,11 +257,25 @@ fn a_process_holds_at_most_its_share_of_flows_and_the_rest_is_counted() {
     let sink = Heartbeat::start(sink);
     // 40 peers: a fresh source port each (the sprayer is a target too: it receives nothing)
     run_ok(Command::new(&prog).args(["spray", "::1", "47123", "40"]));
+    let sink_pid = sink.pid();
     assert_eq!(sink.finish(), "received 40");
     let meta = inspect_meta(&d.dump());
     assert_eq!(
         meta["counters"]["kernel"]["flows_full"], 24,
         "16 of 40 peers fit the process's share: {}",
         meta["counters"]
+    );
+    let held = |meta: &serde_json::Value| {
+        meta["flows"]
+            .as_array()
+            .map_or(0, |f| f.iter().filter(|f| f["pid"] == sink_pid).count())
+    };
+    assert_eq!(held(&meta), 16, "the table holds the share: {}", meta["flows"]);
+    // the sink has ended: its flows leave the table at the next upkeep (every 10 s)
+    std::thread::sleep(Duration::from_secs(11));
+    assert_eq!(
+        held(&inspect_meta(&d.dump())),
+        0,
+        "an ended process's flows are gone"
     );
 }
