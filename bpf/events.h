@@ -69,7 +69,7 @@ enum tracerd_counter {
 	TRACERD_CNT_SYSCALL_COUNTS_FULL = 9, /* a (process, syscall) pair went uncounted */
 	TRACERD_CNT_FD_UNNAMED = 10,       /* the file behind a failed call's fd could not be named (tracer/fdnames.h) */
 	TRACERD_CNT_RINGBUF_FULL_CONFIG = 11, /* a configuration file's open went unrecorded (tracer/config_opens.h) */
-	TRACERD_CNT_FLOWS_FULL = 12,       /* a datagram flow went unwatched: its process or `flows` full (tracer/flows.h) */
+	TRACERD_CNT_FLOWS_FULL = 12,       /* a datagram whose flow found no room: its process's share or `flows` full (tracer/flows.h) */
 	TRACERD_CNT_MAX = 13,
 };
 

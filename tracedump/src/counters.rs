@@ -26,8 +26,8 @@ pub struct KernelCounters {
     /// buffer full: missing from their process's `environment.config_files`
     #[serde(default)]
     pub buffer_full_config: u64,
-    /// datagram flows that went unwatched: their process held `flows_per_process`, or the
-    /// flow table (`flows`) was full
+    /// datagrams whose flow found no room (its process held `flows_per_process`, or the flow
+    /// table, `flows`, was full): counted per datagram, not per flow
     #[serde(default)]
     pub flows_full: u64,
 }
