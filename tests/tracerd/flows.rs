@@ -5,7 +5,8 @@
 //! table is bounded and what does not fit is counted.
 //!
 //! The loss is made on the wire, with no firewall: b's neighbour entry for a is pointed at a
-//! MAC address nobody has, so b's sends still succeed and a's veth drops them as not its own.
+//! MAC address nobody has, so b's sends still succeed and a's veth drops them as not its own;
+//! then back at a's own.
 
 use std::io::{BufRead, BufReader, Lines};
 use std::process::{Child, ChildStdout, Command, Stdio};
@@ -88,21 +89,32 @@ fn one_way_loss(tag: &str, v6: bool) -> (Vec<serde_json::Value>, [u32; 4], serde
     let b_raw = side(&net.b, "raw", "0", &addr_a, "0", "msg");
     let pids = [a_udp.pid(), a_raw.pid(), b_udp.pid(), b_raw.pid()];
     std::thread::sleep(Duration::from_millis(CUT_AT_MS));
-    run_ok(Command::new("ip").args([
-        "-n",
-        &net.b,
-        "neigh",
-        "replace",
-        &addr_a,
-        "lladdr",
-        "02:00:00:00:00:01",
-        "dev",
-        &net.dev_b,
-        "nud",
-        "permanent",
-    ]));
+    // b's entry for a: a MAC address nobody has, then a's own (no resolution to wait for)
+    let point_at = |mac: &str| {
+        run_ok(Command::new("ip").args([
+            "-n",
+            &net.b,
+            "neigh",
+            "replace",
+            &addr_a,
+            "lladdr",
+            mac,
+            "dev",
+            &net.dev_b,
+            "nud",
+            "permanent",
+        ]))
+    };
+    let mac_a = run_ok(Command::new("ip").args(["-n", &net.a, "-o", "link", "show", &net.dev_a]));
+    let mac_a = mac_a
+        .split_whitespace()
+        .skip_while(|w| *w != "link/ether")
+        .nth(1)
+        .expect("a's MAC address")
+        .to_string();
+    point_at("02:00:00:00:00:01");
     std::thread::sleep(Duration::from_millis(CUT_MS));
-    run_ok(Command::new("ip").args(["-n", &net.b, "neigh", "del", &addr_a, "dev", &net.dev_b]));
+    point_at(&mac_a);
     for h in [a_udp, a_raw, b_udp, b_raw] {
         let last = h.finish();
         assert!(last.starts_with("sent "), "heartbeat ended with {last:?}");
@@ -162,7 +174,23 @@ fn check_one_way_loss(tag: &str, v6: bool) {
         .expect("b's address");
     let peer = |port| std::net::SocketAddr::new(addr_b, port).to_string();
     for (pid, protocol, local_port, peer) in [(a_udp, "udp", 5405, peer(5406)), (a_raw, "vrrp", 0, peer(0))] {
-        let gap = only(gaps_of(&events, pid), &format!("{protocol} gap of a"));
+        let all: Vec<String> = events
+            .iter()
+            .filter(|e| e["kind"] == "network_gap")
+            .map(|e| {
+                format!(
+                    "{} {} {}->{} {} ms ongoing {}",
+                    e["pid"], e["protocol"], e["src"], e["dst"], e["duration_ms"], e["ongoing"]
+                )
+            })
+            .collect();
+        let gaps = gaps_of(&events, pid);
+        assert_eq!(
+            gaps.len(),
+            1,
+            "one {protocol} gap of a (pid {pid}); every gap: {all:#?}; flows: {flows:#}"
+        );
+        let gap = gaps[0];
         assert_eq!(gap["protocol"], protocol);
         assert_eq!(
             gap["dst"],
