@@ -3,7 +3,8 @@
  * receives whatever arrives, over UDP or a raw IP socket, with the call family asked for.
  *
  *   heartbeat udp|raw PROTO LOCAL_PORT PEER_ADDR PEER_PORT PERIOD_MS DURATION_MS from|msg|mmsg
- *       PROTO: the raw socket's IP protocol (ignored for udp); ports: ignored for raw.
+ *       PROTO: the raw socket's IP protocol (ignored for udp); ports: ignored for raw;
+ *       DURATION_MS 0: until SIGTERM.
  *       from: sendto/recvfrom, msg: sendmsg/recvmsg, mmsg: sendmmsg/recvmmsg.
  *       Prints "ready" once bound, then at the end "sent N received M".
  *   heartbeat spray PEER_ADDR PEER_PORT SOCKETS
@@ -18,12 +19,21 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+
+static volatile sig_atomic_t stopping;
+
+static void stop(int sig)
+{
+	(void)sig;
+	stopping = 1;
+}
 
 static long long now_ms(void)
 {
@@ -142,11 +152,13 @@ static int heartbeat(int argc, char **argv)
 		return 2;
 	}
 	fd = bound_socket(peer.ss_family, raw ? SOCK_RAW : SOCK_DGRAM, proto, atoi(argv[3]));
+	/* no SA_RESTART: the poll returns at once */
+	sigaction(SIGTERM, &(struct sigaction){ .sa_handler = stop }, NULL);
 	printf("ready\n");
 	fflush(stdout);
 	start = now_ms();
-	end = start + atoll(argv[7]);
-	for (next = start; now_ms() < end;) {
+	end = atoll(argv[7]) ? start + atoll(argv[7]) : -1;
+	for (next = start; !stopping && (end < 0 || now_ms() < end);) {
 		struct pollfd p = { fd, POLLIN, 0 };
 		long long wait;
 
