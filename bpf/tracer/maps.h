@@ -15,11 +15,13 @@
 /* Set by user space before load. */
 const volatile __u32 filter_targets = 0; /* 0 = every process but ours */
 const volatile __u32 self_tgid = 0;
-const volatile __u64 gap_ns = 5000000000ULL;
-const volatile __u64 pause_ns = 3000000000ULL;
 const volatile __u64 wakeup_bytes = 1 << 20;
 const volatile __u32 count_syscalls = 0;  /* count every syscall of the targets */
 const volatile __u32 function_events = 1; /* 0 = uprobe hits are only counted */
+/* Set by user space before load and again at a reload (SIGHUP, `tracerd reload`): in .data,
+ * not .rodata, so that a running daemon can change them. */
+volatile __u64 gap_ns = 5000000000ULL;
+volatile __u64 pause_ns = 3000000000ULL;
 /* How long after its start a target's read-only opens under /etc are recorded as its
  * configuration (config_opens.h); 0 = never, and the verifier drops that code. */
 const volatile __u64 config_window_ns = 0;

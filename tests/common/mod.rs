@@ -462,6 +462,14 @@ pub fn events_of<'a>(events: &'a [serde_json::Value], kind: &str, pid: u32) -> V
         .collect()
 }
 
+/// Failed calls of `pid` on `path` (a process's loader fails opens of its own too).
+pub fn failures_on<'a>(events: &'a [serde_json::Value], pid: u32, path: &str) -> Vec<&'a serde_json::Value> {
+    events
+        .iter()
+        .filter(|e| e["kind"] == "syscall_failure" && e["pid"] == pid && e["path"] == path)
+        .collect()
+}
+
 /// The one value of `v`, a `what`; asserts there is exactly one.
 pub fn only<'a>(v: Vec<&'a serde_json::Value>, what: &str) -> &'a serde_json::Value {
     assert_eq!(v.len(), 1, "expected exactly one {what}, got {v:#?}");

@@ -239,6 +239,11 @@ impl BlobArena {
         self.is_live(r).then(|| self.bytes_of(r).collect())
     }
 
+    /// Bytes that hold values now (at most the capacity).
+    pub fn used_bytes(&self) -> usize {
+        self.written.min(self.buf.len() as u64) as usize
+    }
+
     /// Absolute offset of the oldest byte still held.
     pub fn oldest(&self) -> u64 {
         self.written.saturating_sub(self.buf.len() as u64)

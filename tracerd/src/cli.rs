@@ -4,6 +4,8 @@ use std::path::PathBuf;
 
 use clap::{CommandFactory, Parser, Subcommand};
 
+use crate::config::Config;
+
 /// The command line as clap sees it, for man pages and completions.
 pub fn command() -> clap::Command {
     Cli::command()
@@ -20,7 +22,7 @@ pub struct Cli {
     pub command: Command,
 }
 
-#[derive(clap::Args)]
+#[derive(clap::Args, Clone)]
 pub struct RunArgs {
     /// TOML configuration file (default /etc/tracerd/tracerd.toml, if present)
     #[arg(long, value_name = "FILE")]
@@ -95,19 +97,99 @@ pub struct RunArgs {
     pub trigger_settle_ms: Option<u64>,
 }
 
+impl RunArgs {
+    /// The configuration these flags make: the file's (`--config`, else the default file),
+    /// with the flags' lists added and their scalars overriding. Run again at each reload.
+    pub fn config(&self) -> anyhow::Result<Config> {
+        let a = self.clone();
+        let mut c = Config::load(a.config.as_deref())?;
+        if let Some(v) = a.dump_dir {
+            c.dump_dir = v;
+        }
+        if let Some(v) = a.ring_events {
+            c.ring_events = v;
+        }
+        if let Some(v) = a.functions {
+            c.functions = Some(v);
+        }
+        if let Some(v) = a.gap_ms {
+            c.gap_ms = v;
+        }
+        if let Some(v) = a.pause_ms {
+            c.pause_ms = v;
+        }
+        if let Some(v) = a.control_socket {
+            c.control_socket = v;
+        }
+        if let Some(v) = a.metrics_textfile {
+            c.metrics_textfile = Some(v);
+        }
+        if let Some(v) = a.metrics_interval_ms {
+            c.metrics_interval_ms = v;
+        }
+        c.target_comm.extend(a.target_comm);
+        c.target_exe.extend(a.target_exe);
+        c.target_pid.extend(a.target_pid);
+        c.target_unit.extend(a.target_unit);
+        c.target_cgroup.extend(a.target_cgroup);
+        c.target_container.extend(a.target_container);
+        c.uprobe.extend(a.uprobe);
+        let t = &mut c.triggers;
+        if a.no_trigger_fatal_signal {
+            t.fatal_signal = false;
+        }
+        if a.trigger_nonzero_exit {
+            t.nonzero_exit = true;
+        }
+        if a.trigger_oom_kill {
+            t.oom_kill = true;
+        }
+        if let Some(v) = a.trigger_pause_ms {
+            t.pause_ms = v;
+        }
+        if let Some(v) = a.trigger_min_interval_ms {
+            t.min_interval_ms = v;
+        }
+        if let Some(v) = a.trigger_settle_ms {
+            t.settle_ms = v;
+        }
+        for spec in &a.trigger_syscall {
+            t.syscall.push(crate::triggers::SyscallRule::parse(spec)?);
+        }
+        c.validate("after command-line flags")?;
+        Ok(c)
+    }
+}
+
+/// Which daemon a client command talks to.
+#[derive(clap::Args)]
+pub struct DaemonSocket {
+    /// Control socket of the daemon (default: from the configuration)
+    #[arg(long, value_name = "PATH")]
+    pub control_socket: Option<PathBuf>,
+    /// TOML configuration file whose control socket to use (default /etc/tracerd/tracerd.toml)
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+}
+
 #[derive(Subcommand)]
 pub enum Command {
     /// Run the daemon in the foreground
     Run(Box<RunArgs>),
     /// Ask the running daemon to write a dump; prints the dump's path
-    Dump {
-        /// Control socket of the daemon (default: from the configuration)
-        #[arg(long, value_name = "PATH")]
-        control_socket: Option<PathBuf>,
-        /// TOML configuration file whose control socket to use (default /etc/tracerd/tracerd.toml)
-        #[arg(long, value_name = "FILE")]
-        config: Option<PathBuf>,
+    Dump(DaemonSocket),
+    /// Ask the running daemon how it is doing: targets, window, event rates, losses, dumps,
+    /// functions not found, reloads, kernel paths (exit 1 when no daemon answers)
+    Status {
+        #[command(flatten)]
+        to: DaemonSocket,
+        /// Print the daemon's answer as one JSON object
+        #[arg(long)]
+        json: bool,
     },
+    /// Ask the running daemon to re-read its configuration (as SIGHUP does), keeping the
+    /// window; prints what was applied and what needs a restart
+    Reload(DaemonSocket),
     /// Print the paths this kernel gets (probed at start; needs root): fexit programs or the
     /// sys_exit tracepoint, uprobe-multi links or single uprobes, typed loads or helper copies
     /// of fd table slots, and how the end of a process is seen

@@ -20,6 +20,12 @@ pub const MAX_CAPTURE_CONFIG_FILES: u64 = 1 << 20;
 pub struct Config {
     /// Where dumps are written.
     pub dump_dir: PathBuf,
+    /// The most bytes and files of tracerd's own dumps (`tracerd-*.tdump`) kept in `dump_dir`:
+    /// past either, the oldest are removed after a dump is written (never that dump).
+    pub dump_dir_max_bytes: u64,
+    pub dump_dir_max_files: u64,
+    /// Write the window as a dump (trigger `stop`) on SIGTERM and SIGINT before exiting.
+    pub dump_on_stop: bool,
     /// Unix socket that `tracerd dump` talks to.
     pub control_socket: PathBuf,
     /// Events kept in memory (the window).
@@ -111,6 +117,9 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             dump_dir: PathBuf::from("/var/lib/tracerd"),
+            dump_dir_max_bytes: 1 << 30,
+            dump_dir_max_files: 1000,
+            dump_on_stop: true,
             control_socket: PathBuf::from("/run/tracerd/control.sock"),
             ring_events: 1_000_000,
             blob_bytes: 16 << 20,
@@ -221,6 +230,12 @@ impl Config {
             return bad(
                 "detach_functions_after_calls",
                 "needs function_events = false (calls only counted)",
+            );
+        }
+        if self.dump_dir_max_bytes == 0 || self.dump_dir_max_files == 0 {
+            return bad(
+                "dump_dir_max_bytes/dump_dir_max_files",
+                "must be positive (they bound what the dumps take; the newest dump is always kept)",
             );
         }
         if self.gap_ms == 0 || self.pause_ms == 0 {

@@ -1,46 +1,44 @@
-//! The long-running daemon: starts the engine, answers dump requests (SIGUSR1 and the
-//! root-only control socket) without stopping the tracing, and exits cleanly on
-//! SIGTERM/SIGINT.
-use std::io::{BufRead, BufReader, Write};
+//! The long-running daemon: starts the engine, answers dump, status and reload requests
+//! (signals and the control socket) without stopping the tracing, and on SIGTERM/SIGINT
+//! writes the window as a last dump (`dump_on_stop`) before it exits cleanly.
 use std::ops::ControlFlow;
-use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
-use std::os::unix::net::{UnixListener, UnixStream};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context, Result};
+use anyhow::Result;
 use crossbeam_channel::{Receiver, Sender};
-use signal_hook::consts::{SIGINT, SIGTERM, SIGUSR1};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1};
 
 use crate::capture::take_dump_with;
 use crate::config::Config;
+use crate::control::{Reply, Request};
 use crate::dump::{ClockPair, TriggerInfo};
 use crate::engine::Engine;
 use crate::metrics::{Exporter, Snapshot};
 use crate::recorder::Recorder;
+use crate::status::{LastDump, RateWindow, Reloads, Status};
 use crate::triggers::OngoingPause;
 use tracedump::abi::comm_bytes;
 
-type Reply = Sender<std::result::Result<PathBuf, String>>;
+/// The longest a dump on stop may take: within the unit's TimeoutStopSec (30 s) and
+/// Kubernetes' default terminationGracePeriodSeconds (30 s), with room to exit.
+pub const STOP_DUMP_WITHIN: Duration = Duration::from_secs(20);
 
-enum Command {
-    Dump(Option<Reply>),
-    Stop(&'static str),
-}
-
-fn spawn_signal_thread(tx: Sender<Command>) -> Result<signal_hook::iterator::Handle> {
-    let mut signals = signal_hook::iterator::Signals::new([SIGUSR1, SIGTERM, SIGINT])?;
+fn spawn_signal_thread(tx: Sender<Request>) -> Result<signal_hook::iterator::Handle> {
+    let mut signals = signal_hook::iterator::Signals::new([SIGUSR1, SIGHUP, SIGTERM, SIGINT])?;
     let handle = signals.handle();
     std::thread::Builder::new()
         .name("signals".into())
         .spawn(move || {
             for sig in signals.forever() {
-                let cmd = match sig {
-                    SIGUSR1 => Command::Dump(None),
-                    SIGTERM => Command::Stop("SIGTERM"),
-                    _ => Command::Stop("SIGINT"),
+                let request = match sig {
+                    SIGUSR1 => Request::Dump(None),
+                    SIGHUP => Request::Reload(None),
+                    SIGTERM => Request::Stop("SIGTERM"),
+                    _ => Request::Stop("SIGINT"),
                 };
-                if tx.send(cmd).is_err() {
+                if tx.send(request).is_err() {
                     break;
                 }
             }
@@ -48,186 +46,266 @@ fn spawn_signal_thread(tx: Sender<Command>) -> Result<signal_hook::iterator::Han
     Ok(handle)
 }
 
-/// Binds the control socket, refusing to steal it from a live daemon.
-fn bind_control_socket(path: &Path) -> Result<UnixListener> {
-    if let Some(dir) = path.parent() {
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .with_context(|| format!("control socket directory {}", dir.display()))?;
-    }
-    if UnixStream::connect(path).is_ok() {
-        bail!(
-            "another tracerd is already running (its control socket {} answers)",
-            path.display()
-        );
-    }
-    let _ = std::fs::remove_file(path);
-    let listener =
-        UnixListener::bind(path).with_context(|| format!("binding control socket {}", path.display()))?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
-    Ok(listener)
+fn create_dump_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)
 }
 
-fn peer_is_root(stream: &UnixStream) -> bool {
-    use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
-    getsockopt(stream, PeerCredentials)
-        .map(|c| c.uid() == 0)
-        .unwrap_or(false)
-}
-
-fn serve_client(stream: UnixStream, tx: &Sender<Command>) -> Result<()> {
-    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
-    let mut writer = stream.try_clone()?;
-    if !peer_is_root(&stream) {
-        writeln!(writer, "error only root may ask for dumps")?;
-        return Ok(());
-    }
-    let mut line = String::new();
-    BufReader::new(stream).read_line(&mut line)?;
-    if line.trim() != "dump" {
-        writeln!(
-            writer,
-            "error unknown request '{}'; the only request is 'dump'",
-            line.trim()
-        )?;
-        return Ok(());
-    }
-    let (reply_tx, reply_rx) = crossbeam_channel::bounded(1);
-    tx.send(Command::Dump(Some(reply_tx)))?;
-    match reply_rx.recv_timeout(Duration::from_secs(120)) {
-        Ok(Ok(path)) => writeln!(writer, "ok {}", path.display())?,
-        Ok(Err(e)) => writeln!(writer, "error {e}")?,
-        Err(_) => writeln!(writer, "error the daemon did not answer in time")?,
-    }
-    Ok(())
-}
-
-fn spawn_control_thread(listener: UnixListener, tx: Sender<Command>) -> Result<()> {
-    std::thread::Builder::new()
-        .name("control".into())
-        .spawn(move || {
-            for stream in listener.incoming() {
-                let Ok(stream) = stream else { continue };
-                let tx = tx.clone();
-                // one thread per request: a slow client must not hold up the next one
-                let _ = std::thread::Builder::new()
-                    .name("control-client".into())
-                    .spawn(move || {
-                        if let Err(e) = serve_client(stream, &tx) {
-                            log::warn!("control socket client: {e:#}");
-                        }
-                    });
-            }
-        })?;
-    Ok(())
-}
-
-pub(crate) struct DumpState<'a> {
-    config: &'a Config,
+/// Dumps written and failed since start, and the last of each.
+#[derive(Default)]
+struct DumpLog {
     seq: u64,
-    /// dumps written and failed since start (metrics)
-    pub(crate) written: u64,
-    pub(crate) failed: u64,
+    written: u64,
+    failed: u64,
+    removed: u64,
+    last: Option<LastDump>,
+    last_error: Option<String>,
 }
 
-impl DumpState<'_> {
+/// Everything the daemon's loop keeps besides the engine and the recorder.
+struct Daemon {
+    config: Config,
+    reread: Box<dyn Fn() -> Result<Config>>,
+    started: Instant,
+    dumps: DumpLog,
+    rates: RateWindow,
+    reloads: Reloads,
+    exporter: Option<Exporter>,
+    pauses_looked: Instant,
+}
+
+impl Daemon {
+    /// Writes a dump; `why` says what asked for it (request, signal, stop, a trigger rule).
     fn dump(
         &mut self,
         engine: &Engine,
         rec: &mut Recorder,
         trigger: Option<TriggerInfo>,
+        why: &str,
     ) -> std::result::Result<PathBuf, String> {
-        let dir = &self.config.dump_dir;
+        let dir = self.config.dump_dir.clone();
         let started = Instant::now();
-        self.seq += 1;
-        let result = std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .with_context(|| format!("dump directory {}", dir.display()))
-            .and_then(|_| take_dump_with(engine, rec, self.config, dir, self.seq, trigger));
+        self.dumps.seq += 1;
+        let result = create_dump_dir(&dir)
+            .map_err(anyhow::Error::from)
+            .and_then(|_| take_dump_with(engine, rec, &self.config, &dir, self.dumps.seq, trigger));
         match result {
             Ok(path) => {
-                self.written += 1;
+                self.dumps.written += 1;
+                self.dumps.last_error = None;
+                self.dumps.last = Some(LastDump {
+                    path: path.display().to_string(),
+                    time: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+                    trigger: why.to_string(),
+                });
                 log::info!(
                     "dump written: {} ({} events, {} ms)",
                     path.display(),
                     rec.ring.len(),
                     started.elapsed().as_millis()
                 );
+                let c = &self.config;
+                self.dumps.removed += crate::dumpdir::enforce_cap(
+                    &dir,
+                    c.dump_dir_max_bytes,
+                    c.dump_dir_max_files,
+                    Some(&path),
+                );
                 Ok(path)
             }
             Err(e) => {
-                self.failed += 1;
-                let msg = format!("{e:#}");
-                log::error!("dump failed, still tracing: {msg}");
-                Err(msg)
+                self.dumps.failed += 1;
+                let line = crate::dumpdir::failure_line(&dir, &e);
+                log::error!("dump failed: {line}");
+                self.dumps.last_error = Some(line.clone());
+                Err(line)
             }
         }
     }
+
+    /// Handles every queued request; several queued dump requests share one dump.
+    fn handle(
+        &mut self,
+        rx: &Receiver<Request>,
+        engine: &Engine,
+        rec: &mut Recorder,
+    ) -> ControlFlow<&'static str> {
+        let mut waiting: Vec<Option<Reply>> = Vec::new();
+        let mut stop = None;
+        while let Ok(request) = rx.try_recv() {
+            match request {
+                Request::Dump(reply) => waiting.push(reply),
+                Request::Status(reply) => {
+                    let _ = reply
+                        .send(serde_json::to_string(&self.status(engine, rec)).map_err(|e| e.to_string()));
+                }
+                Request::Reload(reply) => {
+                    let result = self.reload(engine, rec);
+                    if let Some(reply) = reply {
+                        let _ = reply.send(result);
+                    }
+                }
+                Request::Stop(why) => stop = Some(why),
+            }
+        }
+        if let Some(info) = rec.triggers.as_mut().and_then(|t| t.take_due(Instant::now())) {
+            // a triggered dump also answers the requests that are waiting
+            let rule = info.rule.clone();
+            let result = self.dump(engine, rec, Some(info.clone()), &rule);
+            match &result {
+                Ok(path) => log::info!("triggered dump ({rule}): {}", path.display()),
+                // retried at the rule's next event, not after min_interval_ms
+                Err(_) => {
+                    if let Some(t) = rec.triggers.as_mut() {
+                        t.dump_failed(&info)
+                    }
+                }
+            }
+            answer(std::mem::take(&mut waiting), &result);
+        }
+        if !waiting.is_empty() {
+            let why = if waiting.iter().any(Option::is_some) {
+                "request"
+            } else {
+                "signal"
+            };
+            let result = self.dump(engine, rec, None, why);
+            answer(waiting, &result);
+        }
+        match stop {
+            Some(why) => ControlFlow::Break(why),
+            None => ControlFlow::Continue(()),
+        }
+    }
+
+    /// Re-reads the configuration and applies it; a configuration that does not parse or
+    /// validate, or cannot be applied, is refused and the one in force stays.
+    fn reload(&mut self, engine: &Engine, rec: &mut Recorder) -> std::result::Result<String, String> {
+        let result = (self.reread)().and_then(|new| crate::reload::apply(engine, rec, &self.config, new));
+        match result {
+            Ok(r) => {
+                self.reloads.done += 1;
+                log::info!("{}", r.summary);
+                if r.config.metrics_textfile != self.config.metrics_textfile
+                    || r.config.metrics_interval_ms != self.config.metrics_interval_ms
+                {
+                    self.exporter = exporter_of(&r.config);
+                }
+                if let Err(e) = create_dump_dir(&r.config.dump_dir) {
+                    log::error!(
+                        "dump directory {}: {e}; dumps will fail until it is writable",
+                        r.config.dump_dir.display()
+                    );
+                }
+                self.config = r.config;
+                Ok(r.summary)
+            }
+            Err(e) => {
+                self.reloads.failed += 1;
+                let line = format!("{e:#}").replace('\n', " ");
+                log::error!("reload refused, the configuration in force stays: {line}");
+                self.reloads.last_error = Some(line.clone());
+                Err(line)
+            }
+        }
+    }
+
+    fn status(&self, engine: &Engine, rec: &Recorder) -> Status {
+        let mut s = crate::status::gather(self.started, &self.config, engine, rec, &self.rates);
+        s.dumps.written = self.dumps.written;
+        s.dumps.failed = self.dumps.failed;
+        s.dumps.removed = self.dumps.removed;
+        s.dumps.last = self.dumps.last.clone();
+        s.dumps.last_error = self.dumps.last_error.clone();
+        s.reloads = self.reloads.clone();
+        s
+    }
+
+    fn snapshot<'a>(&self, engine: &Engine, rec: &'a Recorder) -> Result<Snapshot<'a>> {
+        Ok(Snapshot {
+            kernel: engine.kernel_counters()?,
+            recorder: rec.counters(),
+            received_by_kind: *rec.received_by_kind(),
+            gaps_by_protocol: rec.gaps_by_protocol().to_vec(),
+            window_events: rec.ring.len(),
+            window_capacity: rec.ring.capacity(),
+            targets: engine.targets_now(),
+            dumps_written: self.dumps.written,
+            dumps_failed: self.dumps.failed,
+            dumps_removed: self.dumps.removed,
+            reloads_failed: self.reloads.failed,
+            triggers: rec
+                .triggers
+                .iter()
+                .flat_map(|t| t.counts())
+                .map(|c| (c.rule, c.fired, c.suppressed))
+                .collect(),
+            uprobe_attach_failed: engine.uprobe_attach_failed(),
+            uprobes: engine.functions().len(),
+            containers: crate::metrics::per_container(rec.procs.iter()),
+        })
+    }
+
+    /// The window as a last dump, within [`STOP_DUMP_WITHIN`]: past it the daemon exits
+    /// without it (the unit would kill it anyway), leaving no partial file.
+    fn dump_on_stop(&mut self, engine: &Engine, rec: &mut Recorder, why: &str) {
+        let (done, finished) = crossbeam_channel::bounded::<()>(1);
+        let dir = self.config.dump_dir.clone();
+        let _ = std::thread::Builder::new()
+            .name("stop-dump-limit".into())
+            .spawn(move || {
+                if finished.recv_timeout(STOP_DUMP_WITHIN).is_err() {
+                    log::error!(
+                        "the dump on stop did not finish within {} s; exiting without it",
+                        STOP_DUMP_WITHIN.as_secs()
+                    );
+                    remove_temp_dumps(&dir);
+                    std::process::exit(1);
+                }
+            });
+        let info = TriggerInfo {
+            rule: "stop".into(),
+            ts_ns: ClockPair::now().boottime_ns,
+            pid: std::process::id(),
+            tid: std::process::id(),
+            comm: "tracerd".into(),
+            event: why.to_string(),
+            suppressed_before: 0,
+            joined: Vec::new(),
+        };
+        if let Ok(path) = self.dump(engine, rec, Some(info), "stop") {
+            log::info!("dump on stop ({why}): {}", path.display());
+        }
+        let _ = done.send(());
+    }
 }
 
-/// Handles every queued command; several queued dump requests share one dump.
-fn handle_commands(
-    rx: &Receiver<Command>,
-    state: &mut DumpState<'_>,
-    engine: &Engine,
-    rec: &mut Recorder,
-) -> ControlFlow<&'static str> {
-    let mut waiting: Vec<Option<Reply>> = Vec::new();
-    let mut stop = None;
-    while let Ok(cmd) = rx.try_recv() {
-        match cmd {
-            Command::Dump(reply) => waiting.push(reply),
-            Command::Stop(why) => stop = Some(why),
+/// Removes this process's temp files of unfinished dumps in `dir` (see tracedump's atomic
+/// writer: `.NAME.PID.tmp`).
+fn remove_temp_dumps(dir: &Path) {
+    let suffix = format!(".{}.tmp", std::process::id());
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with(".tracerd-") && name.ends_with(&suffix) {
+            let _ = std::fs::remove_file(entry.path());
         }
-    }
-    if let Some(info) = rec.triggers.as_mut().and_then(|t| t.take_due(Instant::now())) {
-        // a triggered dump also answers the requests that are waiting
-        let rule = info.rule.clone();
-        let result = state.dump(engine, rec, Some(info));
-        if let Ok(path) = &result {
-            log::info!("triggered dump ({rule}): {}", path.display());
-        }
-        for reply in std::mem::take(&mut waiting).into_iter().flatten() {
-            let _ = reply.send(result.clone());
-        }
-    }
-    if !waiting.is_empty() {
-        let result = state.dump(engine, rec, None);
-        for reply in waiting.into_iter().flatten() {
-            let _ = reply.send(result.clone());
-        }
-    }
-    match stop {
-        Some(why) => ControlFlow::Break(why),
-        None => ControlFlow::Continue(()),
     }
 }
 
-fn snapshot<'a>(engine: &Engine, rec: &'a Recorder, state: &DumpState<'_>) -> Result<Snapshot<'a>> {
-    Ok(Snapshot {
-        kernel: engine.kernel_counters()?,
-        recorder: rec.counters(),
-        received_by_kind: *rec.received_by_kind(),
-        gaps_by_protocol: rec.gaps_by_protocol().to_vec(),
-        window_events: rec.ring.len(),
-        window_capacity: rec.ring.capacity(),
-        targets: engine.targets_now(),
-        dumps_written: state.written,
-        dumps_failed: state.failed,
-        triggers: rec
-            .triggers
-            .iter()
-            .flat_map(|t| t.counts())
-            .map(|c| (c.rule, c.fired, c.suppressed))
-            .collect(),
-        uprobe_attach_failed: engine.uprobe_attach_failed(),
-        uprobes: engine.functions().len(),
-        containers: crate::metrics::per_container(rec.procs.iter()),
-    })
+fn answer(waiting: Vec<Option<Reply>>, result: &std::result::Result<PathBuf, String>) {
+    let text = result
+        .as_ref()
+        .map(|p| p.display().to_string())
+        .map_err(Clone::clone);
+    for reply in waiting.into_iter().flatten() {
+        let _ = reply.send(text.clone());
+    }
+}
+
+fn exporter_of(config: &Config) -> Option<Exporter> {
+    config
+        .metrics_textfile
+        .as_deref()
+        .map(|p| Exporter::new(p, config.metrics_interval_ms))
 }
 
 /// How often the pause rule looks at the pauses still going on: it fires within this of a
@@ -265,12 +343,13 @@ fn look_at_ongoing_pauses(engine: &Engine, rec: &mut Recorder, last: &mut Instan
     }
 }
 
-/// Runs the daemon until SIGTERM or SIGINT.
-pub fn run(config: Config) -> Result<()> {
+/// Runs the daemon until SIGTERM or SIGINT; `reread` makes the configuration again at each
+/// reload (the file and the command line's flags).
+pub fn run(config: Config, reread: impl Fn() -> Result<Config> + 'static) -> Result<()> {
     let (tx, rx) = crossbeam_channel::unbounded();
-    // Signals first: a SIGUSR1 during start-up must not kill the daemon.
+    // Signals first: a SIGUSR1 or SIGHUP during start-up must not kill the daemon.
     let signal_handle = spawn_signal_thread(tx.clone())?;
-    let listener = bind_control_socket(&config.control_socket)?;
+    let listener = crate::control::bind(&config.control_socket)?;
     let mut engine = match Engine::start(&config) {
         Ok(engine) => engine,
         Err(e) => {
@@ -281,73 +360,89 @@ pub fn run(config: Config) -> Result<()> {
     let mut rec = Recorder::new(&config);
     rec.add_processes(engine.take_initial_processes());
     rec.triggers = Some(crate::triggers::Triggers::new(&config.triggers)?);
-    spawn_control_thread(listener, tx)?;
-    if let Err(e) = std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(&config.dump_dir)
-    {
-        log::error!(
+    crate::control::spawn_listener(listener, tx)?;
+    let mut daemon = Daemon {
+        exporter: exporter_of(&config),
+        config,
+        reread: Box::new(reread),
+        started: Instant::now(),
+        dumps: DumpLog::default(),
+        rates: RateWindow::new(Instant::now()),
+        reloads: Reloads::default(),
+        pauses_looked: Instant::now(),
+    };
+    let c = &daemon.config;
+    match create_dump_dir(&c.dump_dir) {
+        // dumps of earlier runs (on stop, triggered) count against the cap too
+        Ok(()) => {
+            daemon.dumps.removed +=
+                crate::dumpdir::enforce_cap(&c.dump_dir, c.dump_dir_max_bytes, c.dump_dir_max_files, None)
+        }
+        Err(e) => log::error!(
             "dump directory {}: {e}; dumps will fail until it is writable",
-            config.dump_dir.display()
-        );
+            c.dump_dir.display()
+        ),
     }
     log::info!(
         "ready: tracing {}, {} uprobes, window of {} events, dumps to {}",
-        if config.has_targets() {
+        if c.has_targets() {
             "the configured targets"
         } else {
             "every process"
         },
         engine.functions().len(),
-        config.ring_events,
-        config.dump_dir.display()
+        c.ring_events,
+        c.dump_dir.display()
     );
     let _ = sd_notify::notify(&[sd_notify::NotifyState::Ready]);
-    let mut state = DumpState {
-        config: &config,
-        seq: 0,
-        written: 0,
-        failed: 0,
-    };
-    let mut exporter = config
-        .metrics_textfile
-        .as_deref()
-        .map(|p| Exporter::new(p, config.metrics_interval_ms));
-    let mut pauses_looked = Instant::now();
     let why = engine.run(&mut rec, Duration::from_millis(100), |engine, rec| {
-        look_at_ongoing_pauses(engine, rec, &mut pauses_looked);
-        let flow = handle_commands(&rx, &mut state, engine, rec);
-        if let Some(x) = &mut exporter {
-            x.tick(|| snapshot(engine, rec, &state));
+        look_at_ongoing_pauses(engine, rec, &mut daemon.pauses_looked);
+        daemon.rates.sample(Instant::now(), rec.received_by_kind());
+        let flow = daemon.handle(&rx, engine, rec);
+        if let Some(mut x) = daemon.exporter.take() {
+            x.tick(|| daemon.snapshot(engine, rec));
+            daemon.exporter = Some(x);
         }
         flow
     })?;
     let _ = sd_notify::notify(&[sd_notify::NotifyState::Stopping]);
     log::info!("stopping on {why}");
+    if daemon.config.dump_on_stop {
+        daemon.dump_on_stop(&engine, &mut rec, why);
+    }
     signal_handle.close();
-    let _ = std::fs::remove_file(&config.control_socket);
+    let _ = std::fs::remove_file(&daemon.config.control_socket);
     Ok(())
 }
 
-/// Asks the running daemon for a dump; returns the path it wrote.
-pub fn request_dump(socket: &Path) -> Result<PathBuf> {
-    let mut stream = UnixStream::connect(socket).with_context(|| {
-        format!(
-            "cannot reach tracerd at {} (is it running? are you root?)",
-            socket.display()
-        )
-    })?;
-    stream.set_read_timeout(Some(Duration::from_secs(130)))?;
-    stream.write_all(b"dump\n")?;
-    let mut line = String::new();
-    BufReader::new(stream).read_line(&mut line)?;
-    let line = line.trim_end();
-    if let Some(path) = line.strip_prefix("ok ") {
-        return Ok(PathBuf::from(path));
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The seconds of `key=NNs` or `key: NN` in `text`.
+    fn seconds(text: &str, key: &str) -> u64 {
+        let line = text
+            .lines()
+            .find(|l| l.trim_start().starts_with(key))
+            .unwrap_or_else(|| panic!("no {key}"));
+        let digits: String = line[line.find(key).unwrap() + key.len()..]
+            .chars()
+            .filter(char::is_ascii_digit)
+            .collect();
+        digits.parse().unwrap()
     }
-    match line.strip_prefix("error ") {
-        Some(msg) => bail!("tracerd could not dump: {msg}"),
-        None => bail!("tracerd gave no answer"),
+
+    /// The dump on stop ends before systemd or Kubernetes kill the daemon, with room to exit.
+    #[test]
+    fn the_dump_on_stop_fits_the_stop_timeouts() {
+        let unit = include_str!("../../systemd/tracerd.service");
+        let daemonset = include_str!("../../deploy/kubernetes/tracerd-daemonset.yaml");
+        let limit = STOP_DUMP_WITHIN.as_secs();
+        assert!(seconds(unit, "TimeoutStopSec=") >= limit + 5);
+        assert!(seconds(daemonset, "terminationGracePeriodSeconds:") >= limit + 5);
+        assert!(
+            unit.contains("ExecReload=/usr/bin/tracerd reload"),
+            "systemctl reload applies the configuration"
+        );
     }
 }

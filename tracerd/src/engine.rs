@@ -6,7 +6,7 @@
 //! Failed syscalls are caught by fexit programs on the entry points of
 //! bpf/fexit_syscalls.h where the kernel loads them (chosen before loading), so syscalls of
 //! other processes, and other syscalls, pay nothing; else by the sys_exit tracepoint.
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::mem::MaybeUninit;
 use std::ops::ControlFlow;
@@ -40,12 +40,15 @@ pub struct Engine {
     /// the ring buffer's map
     uprobes: RefCell<Uprobes>,
     initial_processes: Vec<ProcInfo>,
-    /// how often the watched connections' receive counters are read (see `look_at_connections`)
-    look_every: Duration,
+    /// how often the watched connections' receive counters are read (see `look_at_connections`);
+    /// a reload's gap_ms changes it
+    look_every: Cell<Duration>,
+    /// the cgroups the target selection names (resolved at start; a reload keeps them)
+    cgroups: Vec<TargetCgroup>,
     /// how failed syscalls are caught, in words (for the log)
     syscall_hook: String,
     /// the silence that makes a network gap (flows.rs reads it when a flow leaves the table)
-    gap_ms: u64,
+    gap_ms: Cell<u64>,
 }
 
 fn check_host() -> Result<()> {
@@ -124,9 +127,10 @@ impl Engine {
             skel,
             uprobes: RefCell::new(uprobes),
             initial_processes,
-            look_every: look_period(config.gap_ms),
+            look_every: Cell::new(look_period(config.gap_ms)),
+            cgroups,
             syscall_hook,
-            gap_ms: config.gap_ms,
+            gap_ms: Cell::new(config.gap_ms),
         };
         engine.look_at_connections()?;
         engine
@@ -155,8 +159,6 @@ impl Engine {
             .context("BPF object has no rodata")?;
         rodata.filter_targets = config.has_targets() as u32;
         rodata.self_tgid = std::process::id();
-        rodata.gap_ns = config.gap_ms * 1_000_000;
-        rodata.pause_ns = config.pause_ms * 1_000_000;
         rodata.wakeup_bytes = (config.kernel_buffer_bytes / 4) as u64;
         rodata.count_syscalls = config.count_syscalls as u32;
         rodata.function_events = config.function_events as u32;
@@ -164,6 +166,13 @@ impl Engine {
         rodata.typed_fd_slot = kernel::typed_fd_slot();
         rodata.conn_capacity = config.connections;
         rodata.flows_per_process = config.flows_per_process;
+        let data = open
+            .maps
+            .data_data
+            .as_deref_mut()
+            .context("BPF object has no .data")?;
+        data.gap_ns = config.gap_ms * 1_000_000;
+        data.pause_ns = config.pause_ms * 1_000_000;
         open.maps.events.set_max_entries(config.kernel_buffer_bytes)?;
         open.maps.open_files.set_max_entries(config.open_files)?;
         open.maps.conn_slots.set_max_entries(config.connections)?;
@@ -215,6 +224,11 @@ impl Engine {
     /// Function ids whose uprobe could not be attached (their calls are never counted).
     pub fn unattached_functions(&self) -> std::cell::Ref<'_, [usize]> {
         std::cell::Ref::map(self.uprobes.borrow(), Uprobes::unattached)
+    }
+
+    /// Function list entries ("BINARY:SYMBOL") whose binary is no file a target runs.
+    pub fn unmatched_functions(&self) -> Vec<String> {
+        Vec::new()
     }
 
     /// Function ids detached at `detach_functions_after_calls` (counted up to then).
@@ -279,6 +293,62 @@ impl Engine {
         std::mem::take(&mut self.initial_processes)
     }
 
+    /// How failed syscalls are caught, in words.
+    pub fn syscall_hook(&self) -> &str {
+        &self.syscall_hook
+    }
+
+    /// Sets the silence that is a network gap and the stop that is a pause, in the running
+    /// programs (`.data`, which only user space writes: the whole section is replaced).
+    pub fn set_thresholds(&self, gap_ms: u64, pause_ms: u64) -> Result<()> {
+        const _: () = assert!(std::mem::size_of::<crate::bpf::types::data>() == 16);
+        let mut value = [0u8; 16];
+        value[..8].copy_from_slice(&(gap_ms * 1_000_000).to_ne_bytes());
+        value[8..].copy_from_slice(&(pause_ms * 1_000_000).to_ne_bytes());
+        self.skel
+            .maps
+            .data
+            .update(&0u32.to_ne_bytes(), &value, MapFlags::ANY)
+            .context("setting gap_ms and pause_ms in the BPF programs")?;
+        self.look_every.set(look_period(gap_ms));
+        self.gap_ms.set(gap_ms);
+        Ok(())
+    }
+
+    /// Changes the comm, executable and unit selectors of the kernel's target set from
+    /// `old`'s to `new`'s and adds the processes `new` selects now (returned, for the process
+    /// table). A process already traced stays traced until it exits.
+    pub fn retarget(&self, old: &Config, new: &Config) -> Result<Vec<ProcInfo>> {
+        let maps = &self.skel.maps;
+        let comms = |c: &Config| -> Vec<Vec<u8>> {
+            c.target_comm
+                .iter()
+                .map(|n| fixed_key::<16>(n.as_bytes()).to_vec())
+                .collect()
+        };
+        let units = |c: &Config| -> Vec<Vec<u8>> {
+            c.target_unit
+                .iter()
+                .map(|u| fixed_key::<64>(u.as_bytes()).to_vec())
+                .collect()
+        };
+        let exes = |c: &Config| -> Result<Vec<Vec<u8>>> {
+            c.target_exe
+                .iter()
+                .map(|e| Ok(exe_map_key(e)?.to_vec()))
+                .collect()
+        };
+        let (old_exes, new_exes) = (exes(old)?, exes(new)?);
+        swap_keys(&maps.target_comms, &comms(old), &comms(new))?;
+        swap_keys(&maps.target_exes, &old_exes, &new_exes)?;
+        swap_keys(&maps.target_units, &units(old), &units(new))?;
+        let found = scan_targets(new, &self.cgroups);
+        for p in &found {
+            register_target(&self.skel, p.pid)?;
+        }
+        Ok(found)
+    }
+
     /// Adds a process (and, from now on, its descendants) to the traced set.
     pub fn add_target(&self, pid: u32) -> Result<()> {
         register_target(&self.skel, pid)
@@ -309,13 +379,13 @@ impl Engine {
         let mut last_look = std::time::Instant::now();
         let mut last_expiry = last_look;
         loop {
-            match ring.poll(tick.min(self.look_every)) {
+            match ring.poll(tick.min(self.look_every.get())) {
                 Ok(()) => {}
                 Err(e) if e.kind() == libbpf_rs::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e.into()),
             }
             // Before draining, so that silences that just ended are in the ring a dump reads.
-            if last_look.elapsed() >= self.look_every {
+            if last_look.elapsed() >= self.look_every.get() {
                 self.look_at_connections()?;
                 last_look = std::time::Instant::now();
             }
@@ -323,7 +393,7 @@ impl Engine {
             // Drain whatever arrived below the wakeup threshold, so commands see fresh data.
             ring.consume()?;
             if last_expiry.elapsed() >= crate::flows::EXPIRE_EVERY {
-                self.expire_flows(&mut cell.borrow_mut(), self.gap_ms, boot_ns())?;
+                self.expire_flows(&mut cell.borrow_mut(), self.gap_ms.get(), boot_ns())?;
                 last_expiry = std::time::Instant::now();
             }
             // the borrow must end before the last drain: its callback borrows the recorder
@@ -545,21 +615,45 @@ fn fill_static_maps(skel: &TracerSkel<'_>, config: &Config) -> Result<()> {
             .update(&nr.to_ne_bytes(), &value, MapFlags::ANY)?;
     }
     for comm in &config.target_comm {
-        let mut key = [0u8; 16];
-        key[..comm.len()].copy_from_slice(comm.as_bytes());
+        let key = fixed_key::<16>(comm.as_bytes());
         skel.maps.target_comms.update(&key, &[1], MapFlags::ANY)?;
     }
     for exe in &config.target_exe {
-        let (dev, ino) = exe_key(exe).with_context(|| format!("target_exe {}", exe.display()))?;
-        let mut key = [0u8; 16];
-        key[..8].copy_from_slice(&dev.to_ne_bytes());
-        key[8..].copy_from_slice(&ino.to_ne_bytes());
-        skel.maps.target_exes.update(&key, &[1], MapFlags::ANY)?;
+        skel.maps
+            .target_exes
+            .update(&exe_map_key(exe)?, &[1], MapFlags::ANY)?;
     }
     for unit in &config.target_unit {
-        let mut key = [0u8; 64];
-        key[..unit.len()].copy_from_slice(unit.as_bytes());
+        let key = fixed_key::<64>(unit.as_bytes());
         skel.maps.target_units.update(&key, &[1], MapFlags::ANY)?;
     }
     Ok(())
+}
+
+/// Makes `map`'s keys (each with the value 1) `after` instead of `before`.
+fn swap_keys(map: &libbpf_rs::MapMut, before: &[Vec<u8>], after: &[Vec<u8>]) -> Result<()> {
+    for key in before.iter().filter(|k| !after.contains(k)) {
+        let _ = map.delete(key);
+    }
+    for key in after.iter().filter(|k| !before.contains(k)) {
+        map.update(key, &[1], MapFlags::ANY)?;
+    }
+    Ok(())
+}
+
+/// `bytes` NUL-padded to N (names the config validated to fit: comm 15, unit 63 bytes).
+fn fixed_key<const N: usize>(bytes: &[u8]) -> [u8; N] {
+    let mut key = [0u8; N];
+    let n = bytes.len().min(N);
+    key[..n].copy_from_slice(&bytes[..n]);
+    key
+}
+
+/// The `target_exes` key of an executable: its device and inode.
+fn exe_map_key(exe: &std::path::Path) -> Result<[u8; 16]> {
+    let (dev, ino) = exe_key(exe).with_context(|| format!("target_exe {}", exe.display()))?;
+    let mut key = [0u8; 16];
+    key[..8].copy_from_slice(&dev.to_ne_bytes());
+    key[8..].copy_from_slice(&ino.to_ne_bytes());
+    Ok(key)
 }

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::Parser;
 
-use tracerd::cli::{Cli, Command, ExportFormat, RunArgs};
+use tracerd::cli::{Cli, Command, DaemonSocket, ExportFormat};
 use tracerd::config::{Config, DEFAULT_CONFIG};
 use tracerd::dump::Dump;
 
@@ -49,63 +49,13 @@ fn export(format: ExportFormat, dumps: &[PathBuf], output: &std::path::Path) -> 
     Ok(())
 }
 
-fn effective_config(a: RunArgs) -> Result<Config> {
-    let mut c = Config::load(a.config.as_deref())?;
-    if let Some(v) = a.dump_dir {
-        c.dump_dir = v;
-    }
-    if let Some(v) = a.ring_events {
-        c.ring_events = v;
-    }
-    if let Some(v) = a.functions {
-        c.functions = Some(v);
-    }
-    if let Some(v) = a.gap_ms {
-        c.gap_ms = v;
-    }
-    if let Some(v) = a.pause_ms {
-        c.pause_ms = v;
-    }
-    if let Some(v) = a.control_socket {
-        c.control_socket = v;
-    }
-    if let Some(v) = a.metrics_textfile {
-        c.metrics_textfile = Some(v);
-    }
-    if let Some(v) = a.metrics_interval_ms {
-        c.metrics_interval_ms = v;
-    }
-    c.target_comm.extend(a.target_comm);
-    c.target_exe.extend(a.target_exe);
-    c.target_pid.extend(a.target_pid);
-    c.target_unit.extend(a.target_unit);
-    c.target_cgroup.extend(a.target_cgroup);
-    c.target_container.extend(a.target_container);
-    c.uprobe.extend(a.uprobe);
-    let t = &mut c.triggers;
-    if a.no_trigger_fatal_signal {
-        t.fatal_signal = false;
-    }
-    if a.trigger_nonzero_exit {
-        t.nonzero_exit = true;
-    }
-    if a.trigger_oom_kill {
-        t.oom_kill = true;
-    }
-    if let Some(v) = a.trigger_pause_ms {
-        t.pause_ms = v;
-    }
-    if let Some(v) = a.trigger_min_interval_ms {
-        t.min_interval_ms = v;
-    }
-    if let Some(v) = a.trigger_settle_ms {
-        t.settle_ms = v;
-    }
-    for spec in &a.trigger_syscall {
-        t.syscall.push(tracerd::triggers::SyscallRule::parse(spec)?);
-    }
-    c.validate("after command-line flags")?;
-    Ok(c)
+/// Asks the daemon that `to` names (its socket, or a configuration's) for `verb`.
+fn request(to: &DaemonSocket, verb: &str) -> Result<String> {
+    let socket = match &to.control_socket {
+        Some(s) => s.clone(),
+        None => Config::load(to.config.as_deref())?.control_socket,
+    };
+    tracerd::control::request(&socket, verb)
 }
 
 fn main_inner(cli: Cli) -> Result<()> {
@@ -114,18 +64,27 @@ fn main_inner(cli: Cli) -> Result<()> {
             env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"))
                 .format_timestamp_millis()
                 .init();
-            tracerd::daemon::run(effective_config(*args)?)
+            let config = args.config()?;
+            tracerd::daemon::run(config, move || args.config())
         }
-        Command::Dump {
-            control_socket,
-            config,
-        } => {
-            let socket = match control_socket {
-                Some(s) => s,
-                None => Config::load(config.as_deref())?.control_socket,
-            };
-            let path = tracerd::daemon::request_dump(&socket)?;
-            println!("{}", path.display());
+        Command::Dump(to) => {
+            println!("{}", request(&to, "dump")?);
+            Ok(())
+        }
+        Command::Status { to, json } => {
+            let answer = request(&to, "status")?;
+            if json {
+                println!("{answer}");
+            } else {
+                let status: tracerd::status::Status = serde_json::from_str(&answer).map_err(|e| {
+                    anyhow::anyhow!("tracerd's status answer is not what this tracerd reads: {e}")
+                })?;
+                print!("{}", status.text());
+            }
+            Ok(())
+        }
+        Command::Reload(to) => {
+            println!("{}", request(&to, "reload")?);
             Ok(())
         }
         Command::Inspect { file, json, meta } => {

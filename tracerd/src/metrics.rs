@@ -35,6 +35,10 @@ pub struct Snapshot<'a> {
     pub targets: u64,
     pub dumps_written: u64,
     pub dumps_failed: u64,
+    /// old dumps removed to keep the dump directory within its bounds
+    pub dumps_removed: u64,
+    /// reloads refused (the configuration did not parse, validate or apply)
+    pub reloads_failed: u64,
     /// (rule, fired, suppressed)
     pub triggers: Vec<(&'a str, u64, u64)>,
     pub uprobe_attach_failed: u64,
@@ -95,7 +99,8 @@ pub fn per_container<'p>(procs: impl Iterator<Item = &'p ProcInfo>) -> Vec<Conta
     all
 }
 
-const KINDS: [(usize, &str); 7] = [
+/// Record kinds by their `tracerd_event_kind` index.
+pub const KINDS: [(usize, &str); 7] = [
     (1, "syscall_failure"),
     (2, "function"),
     (3, "network_gap"),
@@ -141,11 +146,9 @@ fn counter(name: &str, help: &str, value: u64) -> MetricFamily {
     family(name, help, MetricType::COUNTER, vec![(Vec::new(), value as f64)])
 }
 
-/// The metric families of `s`.
-pub fn families(s: &Snapshot<'_>) -> Vec<MetricFamily> {
-    let k = &s.kernel;
-    let r = &s.recorder;
-    let lost = [
+/// Every loss counter by its reason (the metrics' label, `tracerd status`'s names).
+pub fn loss_reasons(k: &KernelCounters, r: &RecorderCounters) -> [(&'static str, u64); 17] {
+    [
         ("kernel_buffer_full_syscall", k.buffer_full_syscall),
         ("kernel_buffer_full_function", k.buffer_full_function),
         ("kernel_buffer_full_network", k.buffer_full_network),
@@ -163,7 +166,12 @@ pub fn families(s: &Snapshot<'_>) -> Vec<MetricFamily> {
         ("malformed", r.malformed),
         ("window_overwritten", r.ring_overwritten),
         ("process_table_evicted", r.process_table_evicted),
-    ];
+    ]
+}
+
+/// The metric families of `s`.
+pub fn families(s: &Snapshot<'_>) -> Vec<MetricFamily> {
+    let lost = loss_reasons(&s.kernel, &s.recorder);
     let gap_protocols: Vec<(String, u64)> = s
         .gaps_by_protocol
         .iter()
@@ -252,6 +260,16 @@ pub fn families(s: &Snapshot<'_>) -> Vec<MetricFamily> {
                 .iter()
                 .map(|&(rule, _, suppressed)| (vec![("rule", rule)], suppressed as f64))
                 .collect(),
+        ),
+        counter(
+            "tracerd_dumps_removed_total",
+            "Old dumps removed to keep the dump directory within dump_dir_max_bytes and dump_dir_max_files.",
+            s.dumps_removed,
+        ),
+        counter(
+            "tracerd_reloads_failed_total",
+            "Reloads (SIGHUP, tracerd reload) refused; the configuration in force stayed.",
+            s.reloads_failed,
         ),
         counter(
             "tracerd_uprobe_attach_failures_total",
@@ -378,6 +396,8 @@ mod tests {
             targets: 3,
             dumps_written: 2,
             dumps_failed: 0,
+            dumps_removed: 0,
+            reloads_failed: 0,
             triggers: vec![("fatal_signal", 1, 5)],
             uprobe_attach_failed: 0,
             uprobes: 0,

@@ -447,6 +447,32 @@ impl Triggers {
         None
     }
 
+    /// The dump of `info` could not be written: its rules (and those that joined it) may fire
+    /// again at their next event instead of waiting out `min_interval_ms`.
+    pub fn dump_failed(&mut self, info: &TriggerInfo) {
+        for rule in &mut self.rules {
+            if rule.name == info.rule || info.joined.contains(&rule.name) {
+                rule.last_fired = None;
+            }
+        }
+    }
+
+    /// Takes over what `old` counted and waits for, rule by rule (a reload that keeps a rule
+    /// keeps its counts and its rate limit), and its pending dump.
+    pub fn carry_over(&mut self, old: Triggers) {
+        for rule in &mut self.rules {
+            if let Some(before) = old.rules.iter().find(|r| r.name == rule.name) {
+                rule.last_fired = before.last_fired;
+                rule.fired = before.fired;
+                rule.suppressed = before.suppressed;
+                rule.suppressed_since_fired = before.suppressed_since_fired;
+            }
+        }
+        self.pending = old.pending;
+        self.ongoing_taken = old.ongoing_taken;
+        self.oom_kills = old.oom_kills;
+    }
+
     pub fn counts(&self) -> impl Iterator<Item = RuleCounts<'_>> {
         self.rules.iter().map(|r| RuleCounts {
             rule: &r.name,
