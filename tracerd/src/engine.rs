@@ -34,6 +34,14 @@ use crate::recorder::Recorder;
 use crate::skel::OwnedSkel;
 use crate::uprobes::{HitPrograms, Uprobes};
 
+/// Most records one poll or drain takes before `run`'s requests get their turn. libbpf's
+/// consume loop goes on while records keep coming: on a host where the kernel fills the
+/// buffer faster than a starved daemon empties it, a dump or status request would otherwise
+/// wait for minutes (seen in scripts/bench-soak on a machine loaded 6x its cores).
+const CONSUME_BUDGET: usize = 16_384;
+/// Rounds of [`CONSUME_BUDGET`] records the drain at the end takes at most.
+const FINAL_DRAIN_ROUNDS: usize = 64;
+
 pub struct Engine {
     skel: OwnedSkel<TracerSkel<'static>>,
     /// in a cell: the poll loop detaches functions past the call limit while it borrows
@@ -362,7 +370,7 @@ impl Engine {
     }
 
     /// Polls the kernel buffer into `recorder` until `between` breaks; `between` runs after
-    /// every poll (at least every `tick`).
+    /// every poll (at least every `tick`, and after at most [`CONSUME_BUDGET`] records).
     pub fn run<B>(
         &self,
         recorder: &mut Recorder,
@@ -370,20 +378,30 @@ impl Engine {
         mut between: impl FnMut(&Engine, &mut Recorder) -> ControlFlow<B>,
     ) -> Result<B> {
         let cell = std::cell::RefCell::new(recorder);
+        let taken = Cell::new(0usize);
         let mut builder = RingBufferBuilder::new();
         builder.add(&self.skel.maps.events, |data: &[u8]| {
             cell.borrow_mut().ingest(data);
-            0
+            taken.set(taken.get() + 1);
+            // a negative answer ends libbpf's consume loop, this record taken
+            if taken.get() >= CONSUME_BUDGET {
+                -libc::EINTR
+            } else {
+                0
+            }
         })?;
         let ring = builder.build()?;
+        let within_budget = |r: libbpf_rs::Result<()>| -> Result<()> {
+            taken.set(0);
+            match r {
+                Err(e) if e.kind() != libbpf_rs::ErrorKind::Interrupted => Err(e.into()),
+                _ => Ok(()),
+            }
+        };
         let mut last_look = std::time::Instant::now();
         let mut last_expiry = last_look;
         loop {
-            match ring.poll(tick.min(self.look_every.get())) {
-                Ok(()) => {}
-                Err(e) if e.kind() == libbpf_rs::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e.into()),
-            }
+            within_budget(ring.poll(tick.min(self.look_every.get())))?;
             // Before draining, so that silences that just ended are in the ring a dump reads.
             if last_look.elapsed() >= self.look_every.get() {
                 self.look_at_connections()?;
@@ -391,7 +409,7 @@ impl Engine {
             }
             self.detach_hot_functions()?;
             // Drain whatever arrived below the wakeup threshold, so commands see fresh data.
-            ring.consume()?;
+            within_budget(ring.consume())?;
             if last_expiry.elapsed() >= crate::flows::EXPIRE_EVERY {
                 self.expire_flows(&mut cell.borrow_mut(), self.gap_ms.get(), boot_ns())?;
                 last_expiry = std::time::Instant::now();
@@ -400,7 +418,13 @@ impl Engine {
             // too (a borrow in the `if let` would live through the block and panic there)
             let flow = between(self, &mut cell.borrow_mut());
             if let ControlFlow::Break(b) = flow {
-                ring.consume()?;
+                for _ in 0..FINAL_DRAIN_ROUNDS {
+                    taken.set(0);
+                    match ring.consume() {
+                        Err(e) if e.kind() == libbpf_rs::ErrorKind::Interrupted => continue,
+                        r => return r.map(|_| b).map_err(Into::into),
+                    }
+                }
                 return Ok(b);
             }
         }
