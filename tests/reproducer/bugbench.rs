@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use crate::common::*;
+use crate::replay::*;
 
 fn case_value(case: &str, key: &str) -> String {
     let text = std::fs::read_to_string(
@@ -29,7 +30,9 @@ fn case_value(case: &str, key: &str) -> String {
         .to_string()
 }
 
-fn assert_nothing_left() {
+/// The bug benchmark's network namespaces (`bb{tag}-{node}`, fixed names per case) and the
+/// mounts its and the reproducer's runs make, as they are now.
+fn bench_resources() -> std::collections::BTreeSet<String> {
     let netns = String::from_utf8_lossy(
         &Command::new("ip")
             .args(["netns", "list"])
@@ -38,17 +41,27 @@ fn assert_nothing_left() {
             .stdout,
     )
     .to_string();
-    assert!(
-        !netns.lines().any(|l| l.starts_with("rp") || l.starts_with("bb")),
-        "stray network namespaces: {netns}"
-    );
     let mounts = std::fs::read_to_string("/proc/mounts").unwrap();
-    assert!(
-        !mounts
-            .lines()
-            .any(|l| l.contains("/tmp/bb-") || l.contains("reproducer-run-")),
-        "stray mounts: {mounts}"
-    );
+    netns
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|n| n.starts_with("bb"))
+        .map(|n| format!("network namespace {n}"))
+        .chain(
+            mounts
+                .lines()
+                .filter(|l| l.contains("/tmp/bb-") || l.contains("reproducer-run-"))
+                .map(|l| format!("mount {l}")),
+        )
+        .collect()
+}
+
+/// Nothing of this test's left: no namespace or interface of its runs (by their run ids),
+/// and no bug-benchmark namespace or mount that was not there before it (`before`).
+fn assert_nothing_left(before: &std::collections::BTreeSet<String>) {
+    assert_clean(&std::collections::BTreeSet::new());
+    let stray: Vec<String> = bench_resources().difference(before).cloned().collect();
+    assert!(stray.is_empty(), "stray: {stray:?}");
 }
 
 /// Runs `scripts/bench-repro CASE` and checks its result; returns report.md, the
@@ -56,7 +69,9 @@ fn assert_nothing_left() {
 fn reproduce_case(case: &str) -> (String, Vec<String>, tempfile::TempDir) {
     require_root();
     let out = tempfile::tempdir().unwrap();
+    let before = bench_resources();
     let status = Command::new(workspace_root().join("scripts/bench-repro"))
+        .env("REPRODUCER_RUN_ID_BASE", own_run_ids().start.to_string())
         .env("BENCH_NO_BUILD", "1")
         .env("TRACERD", tracerd_bin())
         .args(["--out", out.path().to_str().unwrap(), case])
@@ -93,7 +108,7 @@ fn reproduce_case(case: &str) -> (String, Vec<String>, tempfile::TempDir) {
     let report = std::fs::read_to_string(out.path().join(case).join("out/report.md")).unwrap();
     assert!(report.contains("**Reproduced**"), "{report}");
     check_kept_runs(&out.path().join(case).join("out"), &report);
-    assert_nothing_left();
+    assert_nothing_left(&before);
     let mut dumps: Vec<String> = std::fs::read_dir(out.path().join(case).join("dumps"))
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())

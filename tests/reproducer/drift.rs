@@ -115,13 +115,13 @@ fn diagnose(scenario: &Path, dump: &Path, testbed: &Path, json: bool) -> String 
 #[ignore = "system test: needs root (loads BPF programs, creates namespaces); scripts/test runs it"]
 fn diagnose_names_a_differing_setting_and_a_different_build() {
     require_root();
-    let links = link_count();
+    let links = own_links();
     let (build_a, build_b) = (confreader_build("a"), confreader_build("b"));
     let dir = tempfile::tempdir().unwrap();
     // the testbed: build a, `mode fast`
     let sc = scenario(dir.path(), &build_a, "mode fast");
     let run = kept_run(&sc);
-    assert_clean(links);
+    assert_clean(&links);
 
     // production ran build a with `mode safe`: the file differs by that line, the build is the same
     let (_d1, dump) = production(&build_a, "mode safe");

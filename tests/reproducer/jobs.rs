@@ -2,7 +2,6 @@
 //! runs on the host's network wait for each other.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 use crate::common::*;
@@ -10,7 +9,7 @@ use crate::replay::*;
 
 /// Starts `reproducer run --keep` of `sc` with `schedule`, output piped.
 fn spawn_run(sc: &Path, schedule: Option<&Path>) -> std::process::Child {
-    let mut cmd = Command::new(reproducer_bin());
+    let mut cmd = reproducer_cmd();
     cmd.args(["run", "--keep", "--scenario", sc.to_str().unwrap()]);
     if let Some(s) = schedule {
         cmd.args(["--schedule", s.to_str().unwrap()]);
@@ -71,7 +70,7 @@ command = ["bash", "-c", "w=$(sed -n 's/worst rtt \\([0-9]*\\) ms/\\1/p' {{workd
         wait_for("client", "worst rtt")
     );
     let schedule = "[[faults]]\nnode = \"client\"\nkind = \"partition\"\npeers = [\"server\"]\nduration_ms = 2000\nafter_functions = [\"stage_c\"]\n";
-    let links = link_count();
+    let links = own_links();
     let (_d, sc, sch) = files(&scenario, schedule);
     let mut runs = Runs(vec![spawn_run(&sc, Some(&sch)), spawn_run(&sc, Some(&sch))]);
     // each run lasts 5 s: after 2 s both are still going, each on its own network
@@ -95,7 +94,7 @@ command = ["bash", "-c", "w=$(sed -n 's/worst rtt \\([0-9]*\\) ms/\\1/p' {{workd
         workdirs.push(workdir);
     }
     assert_ne!(workdirs[0], workdirs[1]);
-    assert_clean(links);
+    assert_clean(&links);
     for w in workdirs {
         let _ = std::fs::remove_dir_all(w);
     }
@@ -108,7 +107,7 @@ fn runs_on_the_host_network_wait_for_each_other() {
     // no address: the node listens on the host's port 7391; a second run at the same time
     // could not bind it, so the second waits for the first
     let scenario = "name = \"host-net\"\nrun_timeout_s = 20\n[[nodes]]\nname = \"a\"\ncommand = [\"FAULTY\", \"serve\", \"7391\"]\nready = [\"sh\", \"-c\", \"grep -q listening {workdir}/a.log\"]\n[workload]\ncommand = [\"sleep\", \"1\"]\n[oracle]\ncommand = [\"false\"]\n";
-    let links = link_count();
+    let links = own_links();
     let (_d, sc, _) = files(scenario, "");
     let mut runs = Runs(vec![spawn_run(&sc, None), spawn_run(&sc, None)]);
     let results = wait_all(&mut runs);
@@ -119,5 +118,5 @@ fn runs_on_the_host_network_wait_for_each_other() {
             let _ = std::fs::remove_dir_all(w);
         }
     }
-    assert_clean(links);
+    assert_clean(&links);
 }

@@ -16,6 +16,7 @@ mod diagnosis;
 mod drift;
 mod faults;
 mod jobs;
+mod ownership;
 mod partition;
 mod profile;
 mod runs;

@@ -3,7 +3,6 @@
 //! of a stripped binary as fault context, and what it refuses or warns about.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use crate::common::*;
 use crate::replay::*;
@@ -36,13 +35,13 @@ fn leftovers(tmp: &Path) -> Vec<PathBuf> {
 #[ignore = "system test: needs root (loads BPF programs, creates namespaces); scripts/test runs it"]
 fn profile_counts_benign_failures_and_finds_infrequent_functions() {
     require_root();
-    let links = link_count();
+    let links = own_links();
     let (dir, sc, _) = files(&profile_scenario(r#"["false"]"#), "");
     // its own TMPDIR: the check below must not see other programs' scratch directories
     let tmp = dir.path().join("tmp");
     std::fs::create_dir(&tmp).unwrap();
     let out_path = dir.path().join("profile.json");
-    let out = Command::new(reproducer_bin())
+    let out = reproducer_cmd()
         .args([
             "profile",
             "--scenario",
@@ -61,7 +60,7 @@ fn profile_counts_benign_failures_and_finds_infrequent_functions() {
         "{t}"
     );
     assert!(t.contains("profile: 3 runs"), "{t}");
-    assert_clean(links);
+    assert_clean(&links);
     assert_eq!(
         leftovers(&tmp),
         Vec::<PathBuf>::new(),
@@ -183,7 +182,7 @@ fn profile_counts_benign_failures_and_finds_infrequent_functions() {
 #[ignore = "system test: needs root (loads BPF programs, creates namespaces); scripts/test runs it"]
 fn profile_refuses_an_oracle_that_fires_without_faults() {
     require_root();
-    let links = link_count();
+    let links = own_links();
     let (dir, sc, _) = files(&profile_scenario(r#"["true"]"#), "");
     let out_path = dir.path().join("profile.json");
     let out = reproducer(&[
@@ -199,14 +198,14 @@ fn profile_refuses_an_oracle_that_fires_without_faults() {
     assert_eq!(out.status.code(), Some(2), "{t}");
     assert!(t.contains("oracle fired in fault-free run 1 of 2"), "{t}");
     assert!(!out_path.exists(), "no profile is written");
-    assert_clean(links);
+    assert_clean(&links);
 }
 
 #[test]
 #[ignore = "system test: needs root (loads BPF programs, creates namespaces); scripts/test runs it"]
 fn go_functions_of_a_stripped_binary_are_profiled_and_are_fault_context() {
     require_root();
-    let links = link_count();
+    let links = own_links();
     let gonode = go_program("gonode").display().to_string();
     let scenario = r#"name = "go"
 [[nodes]]
@@ -264,7 +263,7 @@ command = ["sh", "-c", "! grep -q done {workdir}/n1.log && [ ! -e {workdir}/snap
             .all(|f| f["symbol"].as_str().unwrap().starts_with("main.")),
         "{functions:#?}"
     );
-    assert_clean(links);
+    assert_clean(&links);
 
     let out = reproducer(&[
         "replay",
@@ -277,14 +276,14 @@ command = ["sh", "-c", "! grep -q done {workdir}/n1.log && [ ! -e {workdir}/snap
     ]);
     let t = text(&out);
     assert!(out.status.success() && t.contains("replay rate: 3/3"), "{t}");
-    assert_clean(links);
+    assert_clean(&links);
 }
 
 #[test]
 #[ignore = "system test: needs root (loads BPF programs, creates namespaces); scripts/test runs it"]
 fn profile_finds_the_programs_behind_wrappers_and_warns_about_zero_candidates() {
     require_root();
-    let links = link_count();
+    let links = own_links();
     let scenario = format!(
         r#"name = "wrapped"
 [[nodes]]
@@ -343,7 +342,7 @@ command = ["false"]
     );
     assert_eq!(once["binary"], binary.as_str());
     assert_eq!(p["runs"], 1);
-    assert_clean(links);
+    assert_clean(&links);
 
     // nothing to count: loud, with the reason
     for (command, patterns, why) in [
@@ -378,5 +377,5 @@ command = ["false"]
             "{t}"
         );
     }
-    assert_clean(links);
+    assert_clean(&links);
 }

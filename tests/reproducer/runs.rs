@@ -3,7 +3,6 @@
 //! SIGINT mid-run, and no run directory left by a failed run.
 
 use std::path::PathBuf;
-use std::process::Command;
 use std::time::Duration;
 
 use crate::common::*;
@@ -122,7 +121,7 @@ fn bad_schedule_names_file_line_and_field() {
 fn node_that_never_becomes_ready_shows_its_log() {
     require_root();
     let scenario = "name = \"s\"\nrun_timeout_s = 3\n[[nodes]]\nname = \"n1\"\ncommand = [\"sh\", \"-c\", \"echo starting up; echo config broken; sleep 30\"]\nready = [\"false\"]\n[workload]\ncommand = [\"true\"]\n[oracle]\ncommand = [\"true\"]\n";
-    let links = link_count();
+    let links = own_links();
     let (_d, sc, _) = files(scenario, "");
     let out = reproducer(&["run", "--scenario", sc.to_str().unwrap()]);
     let t = text(&out);
@@ -131,7 +130,7 @@ fn node_that_never_becomes_ready_shows_its_log() {
         t.contains("never became ready") && t.contains("config broken"),
         "{t}"
     );
-    assert_clean(links);
+    assert_clean(&links);
 }
 
 /// A fault that stops a node from starting is the run's result, not an error: the run says
@@ -144,7 +143,7 @@ fn a_node_that_a_fault_keeps_from_starting_is_a_result() {
         command = [\"sh\", \"-c\", \"echo x > {workdir}/n1/conf && echo started && touch {workdir}/n1/up && sleep 30\"]\n\
         ready = [\"test\", \"-f\", \"{workdir}/n1/up\"]\n[workload]\ncommand = [\"true\"]\n[oracle]\ncommand = [\"true\"]\n";
     let schedule = "[[faults]]\nnode = \"n1\"\nkind = \"syscall\"\nsyscall = \"openat\"\nerrno = \"EACCES\"\npath = \"{workdir}/n1/conf\"\n";
-    let links = link_count();
+    let links = own_links();
     let (_d, sc, sch) = files(scenario, schedule);
     let out = reproducer(&[
         "run",
@@ -174,7 +173,7 @@ fn a_node_that_a_fault_keeps_from_starting_is_a_result() {
         "{run:#}"
     );
     let _ = std::fs::remove_dir_all(&workdir);
-    assert_clean(links);
+    assert_clean(&links);
 }
 
 #[test]
@@ -182,9 +181,9 @@ fn a_node_that_a_fault_keeps_from_starting_is_a_result() {
 fn sigint_mid_run_leaves_nothing_behind() {
     require_root();
     let scenario = "name = \"s\"\nrun_timeout_s = 60\n[[nodes]]\nname = \"a\"\ncommand = [\"FAULTY\", \"serve\", \"7000\"]\naddress = \"10.219.1.11\"\n[[nodes]]\nname = \"b\"\ncommand = [\"FAULTY\", \"ticks\", \"60000\"]\naddress = \"10.219.1.12\"\n[workload]\ncommand = [\"sleep\", \"60\"]\n[oracle]\ncommand = [\"true\"]\n";
-    let links = link_count();
+    let links = own_links();
     let (_d, sc, _) = files(scenario, "");
-    let mut child = Command::new(reproducer_bin())
+    let mut child = reproducer_cmd()
         .args(["run", "--scenario", sc.to_str().unwrap()])
         .spawn()
         .unwrap();
@@ -192,7 +191,7 @@ fn sigint_mid_run_leaves_nothing_behind() {
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let status = child.wait().unwrap();
     assert!(!status.success(), "an interrupted run is not a success");
-    assert_clean(links);
+    assert_clean(&links);
 }
 
 #[test]
@@ -205,7 +204,7 @@ fn a_schedule_naming_a_missing_function_is_refused_and_failed_runs_leave_no_dire
     let schedule =
         "[[faults]]\nnode = \"n1\"\nkind = \"crash\"\nafter_functions = [\"stage_h\", \"no_such_stage\"]\n";
     let (_d, sc, sch) = files(scenario, schedule);
-    let out = Command::new(reproducer_bin())
+    let out = reproducer_cmd()
         .args([
             "run",
             "--scenario",
@@ -231,7 +230,7 @@ fn a_schedule_naming_a_missing_function_is_refused_and_failed_runs_leave_no_dire
         "name = \"s\"\n[[setup]]\ncommand = [\"false\"]\n[[nodes]]\nname = \"n1\"\ncommand = [\"true\"]\n[workload]\ncommand = [\"true\"]\n[oracle]\ncommand = [\"true\"]\n",
     ] {
         let (_d, sc, _) = files(scenario, "");
-        let out = Command::new(reproducer_bin()).args(["run", "--scenario", sc.to_str().unwrap(), "--keep"]).env("TMPDIR", tmp.path()).output().unwrap();
+        let out = reproducer_cmd().args(["run", "--scenario", sc.to_str().unwrap(), "--keep"]).env("TMPDIR", tmp.path()).output().unwrap();
         assert_eq!(out.status.code(), Some(2), "{}", text(&out));
         assert_eq!(runs_left(), 0, "a failed run removes its directory: {}", text(&out));
     }

@@ -250,7 +250,7 @@ fn reproduce_on_slurm(slurm: &Slurm, case: &Path, out: &Path) -> Command {
         .filter(|p| p.extension().is_some_and(|x| x == "tdump"))
         .collect();
     dumps.sort();
-    let mut cmd = Command::new(reproducer_bin());
+    let mut cmd = reproducer_cmd();
     cmd.arg("reproduce")
         .arg("--scenario")
         .arg(

@@ -93,10 +93,23 @@ fn try_lock(path: &str) -> Result<Option<File>> {
     }
 }
 
-/// The lowest run id no other run holds now: ids (and their lock files) are reused, so
-/// there are never more lock files than runs that were at the same time.
+/// Where this process's run ids start: [`FIRST_RUN_ID`], or `REPRODUCER_RUN_ID_BASE` when it
+/// names an id in the range. A test suite gives each of its processes a block of its own, so
+/// that a namespace or bridge left behind is known to be its own by its name, and one of
+/// another reproducer on the host is not.
+fn first_run_id() -> u32 {
+    std::env::var("REPRODUCER_RUN_ID_BASE")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|id| (FIRST_RUN_ID..FIRST_RUN_ID + RUN_IDS).contains(id))
+        .unwrap_or(FIRST_RUN_ID)
+}
+
+/// The lowest run id from [`first_run_id`] on that no other run holds now: ids (and their
+/// lock files) are reused, so there are never more lock files than runs that were at the
+/// same time.
 fn claim_run_id() -> Result<(u32, File)> {
-    for id in FIRST_RUN_ID..FIRST_RUN_ID + RUN_IDS {
+    for id in first_run_id()..FIRST_RUN_ID + RUN_IDS {
         if let Some(lock) = try_lock(&format!("{LOCK_DIR}/run-{id}.lock"))? {
             remove_stale(id);
             return Ok((id, lock));
