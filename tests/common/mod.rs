@@ -52,6 +52,23 @@ pub fn program(name: &str) -> PathBuf {
     out
 }
 
+/// Compiles tests/programs/NAME.c statically (for an image with no libc); returns the binary.
+pub fn static_program(name: &str) -> PathBuf {
+    let out = workspace_root()
+        .join("target/test-programs")
+        .join(format!("{name}.static"));
+    std::fs::create_dir_all(out.parent().unwrap()).expect("creating target/test-programs");
+    let src = workspace_root().join("tests/programs").join(format!("{name}.c"));
+    let status = Command::new("cc")
+        .args(["-static", "-O1", "-g", "-pthread", "-o"])
+        .arg(&out)
+        .arg(&src)
+        .status()
+        .expect("running cc");
+    assert!(status.success(), "compiling {} statically", src.display());
+    out
+}
+
 /// Builds tests/programs/NAME.go once per test process as Debian ships Go servers: a PIE,
 /// then stripped (no .symtab; its functions only in .gopclntab). Needs Debian's
 /// `golang-go` (scripts/test installs it). Returns the binary.

@@ -5,6 +5,7 @@
  *   eventgen fail-path PATH        openat(PATH) that fails (ENOENT expected)
  *   eventgen fail-fd PATH          opens PATH read-only, then write()s to it (EBADF)
  *   eventgen marker N              calls tracerd_test_marker() N times
+ *   eventgen marker-after FILE N   waits until FILE exists, then calls tracerd_test_marker() N times
  *   eventgen calls N M             calls tracerd_test_marker() N times and getppid() M times
  *   eventgen storm N               N failing syscalls (close(-1)), as fast as possible
  *   eventgen sleep MS              sleeps (to be paused or killed from outside)
@@ -164,6 +165,14 @@ int main(int argc, char **argv)
 		for (int i = 0; i < n; i++)
 			tracerd_test_marker(i);
 		tracerd_test_other(n);
+		return 0;
+	}
+	if (!strcmp(mode, "marker-after") && argc >= 4) {
+		int n = atoi(argv[3]);
+		while (access(argv[2], F_OK))
+			sleep_ms(50);
+		for (int i = 0; i < n; i++)
+			tracerd_test_marker(i);
 		return 0;
 	}
 	if (!strcmp(mode, "calls") && argc >= 4) {

@@ -1,10 +1,12 @@
 //! A real container (podman, an image imported from a local busybox root filesystem, no
 //! registry): `--target-container` by a prefix of its id traces its processes, the one that
 //! was running before tracerd and one `podman exec`'d later, and their records carry the
-//! container's id, runtime and the pid inside it. scripts/test installs podman, runc and
-//! busybox-static.
+//! container's id, runtime and the pid inside it; a function list naming a program by its
+//! host path records the calls of the image's copy of it, of a process that ran before
+//! tracerd and of a file made in the container later, and names the entry found nowhere.
+//! scripts/test installs podman, runc and busybox-static.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -36,6 +38,12 @@ struct BusyboxContainer {
 
 impl BusyboxContainer {
     fn image() -> BusyboxContainer {
+        Self::image_with(&[], &[])
+    }
+
+    /// An image of busybox (its applets `sh`, `sleep`, `test`, `[` and `applets`) and `files`
+    /// (each copied from the host's second path to the image's first).
+    fn image_with(files: &[(&Path, &Path)], applets: &[&str]) -> BusyboxContainer {
         assert!(
             Command::new("podman")
                 .arg("--version")
@@ -47,8 +55,13 @@ impl BusyboxContainer {
         let bin = root.path().join("bin");
         std::fs::create_dir(&bin).unwrap();
         std::fs::copy("/bin/busybox", bin.join("busybox")).expect("busybox-static's /bin/busybox");
-        for applet in ["sh", "sleep", "test", "["] {
+        for applet in ["sh", "sleep", "test", "["].iter().chain(applets) {
             std::os::unix::fs::symlink("busybox", bin.join(applet)).unwrap();
+        }
+        for (inside, from) in files {
+            let to = root.path().join(inside.strip_prefix("/").unwrap());
+            std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+            std::fs::copy(from, &to).unwrap();
         }
         let tar = root.path().with_extension("tar");
         run_ok(
@@ -155,4 +168,115 @@ fn a_podman_containers_failed_calls_carry_its_id() {
     assert_ne!(e["pid"], f["pid"]);
     let text = run_ok(Command::new(tracerd_bin()).arg("inspect").arg(&dump));
     assert!(text.contains(&format!("podman {id}")), "{text}");
+}
+
+/// The daemon's `status --json`.
+fn status_of(d: &Daemon) -> serde_json::Value {
+    let out = run_ok(
+        Command::new(tracerd_bin())
+            .args(["status", "--json", "--control-socket"])
+            .arg(d.socket()),
+    );
+    serde_json::from_str(&out).unwrap()
+}
+
+fn unmatched(d: &Daemon) -> Vec<String> {
+    let s = status_of(d);
+    let mut v: Vec<String> = s["functions"]["unmatched"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f.as_str().unwrap().to_string())
+        .collect();
+    v.sort();
+    v
+}
+
+/// The etcd-in-a-container case of issue 32: the function list names the program by its path
+/// on the host, where another file of that name lies (a host build), while the target runs
+/// the image's own copy on overlay.
+#[test]
+#[ignore = "system test: needs root (loads BPF programs, runs a podman container); scripts/test runs it"]
+fn a_function_list_naming_host_paths_records_the_calls_of_a_containers_copies() {
+    require_root();
+    let host_dir = tempfile::tempdir().unwrap();
+    let (on_host, late, nowhere) = (
+        host_dir.path().join("eg_fn"),
+        host_dir.path().join("eg_late"),
+        PathBuf::from("/nonexistent/eg_nowhere"),
+    );
+    // the host's file: a dynamic build; the image's, at the same path: a static one
+    std::fs::copy(program("eventgen"), &on_host).unwrap();
+    let mut c = BusyboxContainer::image_with(&[(&on_host, &static_program("eventgen"))], &["cp"]);
+    let list = host_dir.path().join("profile.functions");
+    let entry = |p: &Path| format!("{}:tracerd_test_marker", p.display());
+    std::fs::write(
+        &list,
+        format!("{}\n{}\n{}\n", entry(&on_host), entry(&late), entry(&nowhere)),
+    )
+    .unwrap();
+    // running before tracerd; then a copy made in the container, a file of its upper layer
+    let (f, l) = (on_host.display(), late.display());
+    let id = c.run(&format!(
+        ": > /x/up; {f} marker-after /x/go 3; cp {f} {l}; : > /x/copied; sleep 600"
+    ));
+    wait_for_file(&c.shared().join("up"), Duration::from_secs(60));
+    let d = Daemon::start(&[
+        "--target-container",
+        &id[..12],
+        "--functions",
+        list.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        unmatched(&d),
+        [entry(&nowhere), entry(&late)],
+        "found neither on the host nor in the image"
+    );
+    std::fs::write(c.shared().join("go"), b"").unwrap();
+    wait_for_file(&c.shared().join("copied"), Duration::from_secs(30));
+    // a process started later runs the new file: probed at its exec, before it calls
+    let mut later = Command::new("podman")
+        .args(["exec", &id, late.to_str().unwrap(), "marker-after", "/x/go2", "2"])
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while unmatched(&d) != [entry(&nowhere)] {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "{}\n{}",
+            d.log_text(),
+            status_of(&d)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::fs::write(c.shared().join("go2"), b"").unwrap();
+    assert!(later.wait().unwrap().success());
+    let dump = d.dump();
+    let events = inspect_json(&dump);
+    let hits = |binary: &Path| -> Vec<&serde_json::Value> {
+        events
+            .iter()
+            .filter(|e| e["kind"] == "function" && e["binary"] == binary.to_str().unwrap())
+            .collect()
+    };
+    let first = hits(&on_host);
+    assert_eq!(
+        first.len(),
+        3,
+        "the image's copy, under the list's host path: {first:#?}\n{}",
+        d.log_text()
+    );
+    assert!(first
+        .iter()
+        .all(|e| e["container_id"] == id.as_str() && e["function"] == "tracerd_test_marker"));
+    assert_eq!(hits(&late).len(), 2, "the file made later in the container");
+    let text = run_ok(
+        Command::new(tracerd_bin())
+            .args(["status", "--control-socket"])
+            .arg(d.socket()),
+    );
+    assert!(
+        text.contains(&format!("1 match no file a target runs: {}", entry(&nowhere))),
+        "{text}"
+    );
 }

@@ -241,6 +241,7 @@ impl Daemon {
                 .collect(),
             uprobe_attach_failed: engine.uprobe_attach_failed(),
             uprobes: engine.functions().len(),
+            unmatched_functions: engine.unmatched_functions(),
             containers: crate::metrics::per_container(rec.procs.iter()),
         })
     }
@@ -360,6 +361,7 @@ pub fn run(config: Config, reread: impl Fn() -> Result<Config> + 'static) -> Res
     let mut rec = Recorder::new(&config);
     rec.add_processes(engine.take_initial_processes());
     rec.triggers = Some(crate::triggers::Triggers::new(&config.triggers)?);
+    rec.watch_execs = !engine.functions().is_empty();
     crate::control::spawn_listener(listener, tx)?;
     let mut daemon = Daemon {
         exporter: exporter_of(&config),

@@ -95,8 +95,12 @@ impl Engine {
     pub fn start(config: &Config) -> Result<Engine> {
         check_host()?;
         let functions = config.function_specs()?;
-        for f in &functions {
-            check_function(f)?;
+        // `uprobe` entries name files of the host; a functions file's binary may be only in
+        // the targets' containers (see `uprobes`)
+        for (id, f) in functions.iter().enumerate() {
+            if id < config.uprobe.len() || f.binary.exists() {
+                check_function(f)?;
+            }
         }
         let cgroups = crate::cgroup::resolve_targets(config)?;
         kernel::route_libbpf_logs();
@@ -145,6 +149,9 @@ impl Engine {
             .uprobes
             .borrow_mut()
             .attach_all(&engine.hit_programs(), config.tolerate_unattachable_functions)?;
+        for p in &engine.initial_processes {
+            engine.probe_functions_in_root_of(p.pid)?;
+        }
         log::info!("{}", kernel::summary());
         log::info!("failed syscalls caught by {}", engine.syscall_hook);
         Ok(engine)
@@ -234,9 +241,22 @@ impl Engine {
         std::cell::Ref::map(self.uprobes.borrow(), Uprobes::unattached)
     }
 
-    /// Function list entries ("BINARY:SYMBOL") whose binary is no file a target runs.
+    /// Function list entries ("BINARY:SYMBOL") whose binary was found neither on the host nor
+    /// in a target's file system.
     pub fn unmatched_functions(&self) -> Vec<String> {
-        Vec::new()
+        self.uprobes.borrow().unmatched()
+    }
+
+    /// Probes the function list's binaries as process `pid` sees them, where they are files
+    /// not probed yet (a container's copies).
+    fn probe_functions_in_root_of(&self, pid: u32) -> Result<()> {
+        if self.uprobes.borrow().functions().is_empty() {
+            return Ok(());
+        }
+        self.uprobes
+            .borrow_mut()
+            .attach_in_root_of(&self.hit_programs(), pid)?;
+        Ok(())
     }
 
     /// Function ids detached at `detach_functions_after_calls` (counted up to then).
@@ -413,6 +433,10 @@ impl Engine {
             if last_expiry.elapsed() >= crate::flows::EXPIRE_EVERY {
                 self.expire_flows(&mut cell.borrow_mut(), self.gap_ms.get(), boot_ns())?;
                 last_expiry = std::time::Instant::now();
+            }
+            let execs = std::mem::take(&mut cell.borrow_mut().execs);
+            for pid in execs {
+                self.probe_functions_in_root_of(pid)?;
             }
             // the borrow must end before the last drain: its callback borrows the recorder
             // too (a borrow in the `if let` would live through the block and panic there)

@@ -19,6 +19,7 @@ pub mod inspect;
 pub mod kernel;
 mod mapdump;
 pub mod metrics;
+pub mod mountns;
 pub mod procs;
 pub mod recorder;
 pub mod reload;

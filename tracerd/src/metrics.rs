@@ -43,6 +43,8 @@ pub struct Snapshot<'a> {
     pub triggers: Vec<(&'a str, u64, u64)>,
     pub uprobe_attach_failed: u64,
     pub uprobes: usize,
+    /// function list entries whose binary was found nowhere ("BINARY:SYMBOL")
+    pub unmatched_functions: Vec<String>,
     /// live traced processes per container (see [`per_container`])
     pub containers: Vec<ContainerProcesses>,
 }
@@ -293,6 +295,22 @@ pub fn families(s: &Snapshot<'_>) -> Vec<MetricFamily> {
                 .collect(),
         ),
         family(
+            "tracerd_functions_unmatched",
+            "Function list entries whose binary is neither on the host nor in a target's file system.",
+            MetricType::GAUGE,
+            vec![(Vec::new(), s.unmatched_functions.len() as f64)],
+        ),
+        family(
+            "tracerd_function_unmatched",
+            "A function list entry whose binary was found nowhere (at most 100 entries named).",
+            MetricType::GAUGE,
+            s.unmatched_functions
+                .iter()
+                .take(MAX_CONTAINER_SERIES)
+                .map(|f| (vec![("function", f.as_str())], 1.0))
+                .collect(),
+        ),
+        family(
             "tracerd_uprobes",
             "Functions configured for uprobes.",
             MetricType::GAUGE,
@@ -401,6 +419,7 @@ mod tests {
             triggers: vec![("fatal_signal", 1, 5)],
             uprobe_attach_failed: 0,
             uprobes: 0,
+            unmatched_functions: vec!["/usr/bin/etcd:f".into()],
             containers: per_container(
                 [
                     container_proc(1, Some("docker"), Some("aa"), None),
@@ -443,6 +462,11 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("tracerd_targets 3"), "{text}");
+        assert!(text.contains("tracerd_functions_unmatched 1"), "{text}");
+        assert!(
+            text.contains("tracerd_function_unmatched{function=\"/usr/bin/etcd:f\"} 1"),
+            "{text}"
+        );
         assert!(
             text.contains("tracerd_triggers_suppressed_total{rule=\"fatal_signal\"} 5"),
             "{text}"

@@ -35,7 +35,14 @@ pub struct Recorder {
     by_kind: [u64; 8],
     /// network gaps received per IP protocol, for metrics (a few protocols: a short list)
     gaps_by_protocol: Vec<(u16, u64)>,
+    /// targets that exec'd since the engine last looked (for the function list's binaries in
+    /// their file systems); at most [`MAX_EXECS_QUEUED`], filled only with `watch_execs`
+    pub execs: Vec<u32>,
+    pub watch_execs: bool,
 }
+
+/// Execs queued between two looks of the engine (a 100-ms poll); more are not looked at.
+pub const MAX_EXECS_QUEUED: usize = 4096;
 
 impl Recorder {
     pub fn new(config: &Config) -> Self {
@@ -49,6 +56,8 @@ impl Recorder {
             malformed: 0,
             by_kind: [0; 8],
             gaps_by_protocol: Vec::new(),
+            execs: Vec::new(),
+            watch_execs: false,
         }
     }
 
@@ -241,6 +250,9 @@ impl Recorder {
             );
             if let Some(p) = self.procs.get(e.h.pid) {
                 self.environments.learn(p, false);
+            }
+            if self.watch_execs && self.execs.len() < MAX_EXECS_QUEUED {
+                self.execs.push(e.h.pid);
             }
         } else {
             self.procs.on_fork(e.h.pid, e.ppid, &comm, e.h.ts_ns);

@@ -9,12 +9,23 @@
 //! that do not resolve to one offset, and single functions no multi link took, get a link
 //! of their own. The calls of every function are counted in the kernel either way.
 //!
+//! A function list names binaries by their path on the host (`/usr/bin/etcd:SYMBOL`, as
+//! `reproducer profile` writes it), but a target in a container runs its image's copy, another
+//! file at the same path in its own mount namespace. Each target's copy is found in its
+//! mount namespace (at start and at each exec of a target; `mountns`: on an overlay, the
+//! image layer's file) and probed too, with the function ids of the list, so its calls are
+//! recorded under the list's names. A file (device, inode) is probed once: two containers of
+//! one image run one layer file, and a second link on it would record every call twice. A
+//! list binary found nowhere, neither on the host nor in a target's file system, is
+//! unmatched: counted and named (`tracerd status`, the metrics), not silent.
+//!
 //! With a call limit (`detach_functions_after_calls`, for profiles), a function counted that
 //! often is no infrequent function whatever it does later, and a trap per call is what a
 //! uprobe costs: its link is replaced by one without it, and its count so far stays in the
 //! map. A server with thousands of functions so runs at near full speed after its hot
 //! functions have shown themselves.
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -53,8 +64,29 @@ struct ProbeLink {
     functions: Vec<(usize, Option<usize>)>,
 }
 
+/// One file as the kernel's uprobes see it: its device and inode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct FileKey(u64, u64);
+
+impl FileKey {
+    fn of(md: &std::fs::Metadata) -> FileKey {
+        FileKey(md.dev(), md.ino())
+    }
+}
+
+/// A binary of the function list: its path as the list names it, its functions, and whether
+/// a file at that path was found on the host or in a target's file system.
+struct ListBinary {
+    path: PathBuf,
+    ids: Vec<usize>,
+    found: bool,
+}
+
 pub struct Uprobes {
     functions: Vec<FunctionSpec>,
+    binaries: Vec<ListBinary>,
+    /// the files probed, so that each is probed once
+    files: HashSet<FileKey>,
     /// the kernel has uprobe-multi links
     multi: bool,
     links: Vec<ProbeLink>,
@@ -70,8 +102,22 @@ pub struct Uprobes {
 
 impl Uprobes {
     pub fn new(functions: Vec<FunctionSpec>, multi: bool, call_limit: u64) -> Uprobes {
+        let mut by_binary: BTreeMap<PathBuf, Vec<usize>> = BTreeMap::new();
+        for (id, f) in functions.iter().enumerate() {
+            by_binary.entry(f.binary.clone()).or_default().push(id);
+        }
+        let binaries = by_binary
+            .into_iter()
+            .map(|(path, ids)| ListBinary {
+                path,
+                ids,
+                found: false,
+            })
+            .collect();
         Uprobes {
             functions,
+            binaries,
+            files: HashSet::new(),
             multi,
             links: Vec::new(),
             attach_failed: 0,
@@ -101,9 +147,64 @@ impl Uprobes {
         &self.detached
     }
 
-    /// Attaches every function: one multi link per binary, else (or when that fails) one
-    /// link per function. A function that cannot be attached is an error, or with
-    /// `tolerate` is counted and skipped.
+    /// List entries ("BINARY:SYMBOL") whose binary was found nowhere so far.
+    pub fn unmatched(&self) -> Vec<String> {
+        self.binaries
+            .iter()
+            .filter(|b| !b.found)
+            .flat_map(|b| b.ids.iter())
+            .map(|&id| {
+                format!(
+                    "{}:{}",
+                    self.functions[id].binary.display(),
+                    self.functions[id].symbol
+                )
+            })
+            .collect()
+    }
+
+    /// Probes the list's binaries as the process `pid` sees them (in its mount namespace)
+    /// where that is a file not probed yet; returns how many files it probed. A process gone
+    /// already is skipped.
+    pub fn attach_in_root_of(&mut self, progs: &HitPrograms, pid: u32) -> Result<usize> {
+        let root = PathBuf::from(format!("/proc/{pid}/root"));
+        let mut probed = 0;
+        for i in 0..self.binaries.len() {
+            let Some(path) = in_root(&root, &self.binaries[i].path) else {
+                continue;
+            };
+            let Some(file) = crate::mountns::host_file(pid, &path) else {
+                continue;
+            };
+            let Ok(md) = std::fs::metadata(&file) else {
+                continue;
+            };
+            self.binaries[i].found = true;
+            if !md.is_file() || !self.files.insert(FileKey::of(&md)) {
+                continue;
+            }
+            let ids = self.binaries[i].ids.clone();
+            let offsets = elf::function_offsets(&file).unwrap_or_default();
+            let resolved: Vec<(usize, Option<usize>)> = ids
+                .iter()
+                .map(|&id| (id, offsets.get(&self.functions[id].symbol).map(|&o| o as usize)))
+                .collect();
+            // a copy without the function (another build) is counted, not fatal
+            self.attach(progs, &file, &resolved, true)?;
+            log::info!(
+                "functions of {} probed in the mount namespace of process {pid} too: {}",
+                self.binaries[i].path.display(),
+                file.display()
+            );
+            probed += 1;
+        }
+        Ok(probed)
+    }
+
+    /// Attaches every function on the host's files: one multi link per binary, else (or when
+    /// that fails) one link per function. A function that cannot be attached is an error, or
+    /// with `tolerate` is counted and skipped. A binary the host does not have waits for a
+    /// target's file system (`attach_in_root_of`).
     pub fn attach_all(&mut self, progs: &HitPrograms, tolerate: bool) -> Result<()> {
         // one fd per function without multi links; beside them the fexit path alone holds
         // ~300 (a program and a link per syscall), the maps and ring buffers more. Only
@@ -111,11 +212,21 @@ impl Uprobes {
         if !self.multi {
             raise_fd_limit(self.functions.len() as u64 + 4096);
         }
-        let mut by_binary: BTreeMap<PathBuf, Vec<usize>> = BTreeMap::new();
-        for (id, f) in self.functions.iter().enumerate() {
-            by_binary.entry(f.binary.clone()).or_default().push(id);
-        }
-        for (binary, ids) in by_binary {
+        for i in 0..self.binaries.len() {
+            let (binary, ids) = (self.binaries[i].path.clone(), self.binaries[i].ids.clone());
+            match std::fs::metadata(&binary) {
+                Ok(md) => {
+                    self.binaries[i].found = true;
+                    self.files.insert(FileKey::of(&md));
+                }
+                Err(e) => {
+                    log::warn!(
+                        "functions of {}: {e} on the host; probed where a target's file system has it",
+                        binary.display()
+                    );
+                    continue;
+                }
+            }
             // our own resolution also knows Go's table, which libbpf's name lookup does not
             let offsets = elf::function_offsets(&binary).unwrap_or_else(|e| {
                 log::debug!(
@@ -163,7 +274,7 @@ impl Uprobes {
             rest.extend(found);
         }
         for (id, offset) in rest {
-            self.attach_one(progs.single, id, tolerate, offset)?;
+            self.attach_one(progs.single, binary, id, tolerate, offset)?;
         }
         Ok(())
     }
@@ -208,18 +319,26 @@ impl Uprobes {
         }
     }
 
-    /// Attaches function `id` at its resolved file `offset`, or by name through libbpf.
-    fn attach_one(&mut self, prog: &Program, id: usize, tolerate: bool, offset: Option<usize>) -> Result<()> {
+    /// Attaches function `id` in `binary` (the list's file, or a target's copy of it) at its
+    /// resolved file `offset`, or by name through libbpf.
+    fn attach_one(
+        &mut self,
+        prog: &Program,
+        binary: &Path,
+        id: usize,
+        tolerate: bool,
+        offset: Option<usize>,
+    ) -> Result<()> {
         let f = &self.functions[id];
         let opts = UprobeOpts {
             cookie: id as u64,
             func_name: offset.is_none().then(|| f.symbol.clone()),
             ..Default::default()
         };
-        match prog.attach_uprobe_with_opts(-1, &f.binary, offset.unwrap_or(0), opts) {
+        match prog.attach_uprobe_with_opts(-1, binary, offset.unwrap_or(0), opts) {
             Ok(link) => self.links.push(ProbeLink {
                 _link: link,
-                binary: f.binary.clone(),
+                binary: binary.to_path_buf(),
                 functions: vec![(id, offset)],
             }),
             Err(e) if tolerate => {
@@ -281,6 +400,24 @@ impl Uprobes {
         }
         Ok(now)
     }
+}
+
+/// `path` (absolute) as the file system whose root is `root` (`/proc/PID/root`) has it,
+/// after a symbolic link at the path itself (resolved within that root: through /proc an
+/// absolute target would be the host's); None when there is nothing there.
+fn in_root(root: &Path, path: &Path) -> Option<PathBuf> {
+    let inside = |p: &Path| root.join(p.strip_prefix("/").unwrap_or(p));
+    let md = std::fs::symlink_metadata(inside(path)).ok()?;
+    if !md.file_type().is_symlink() {
+        return Some(path.to_path_buf());
+    }
+    let target = std::fs::read_link(inside(path)).ok()?;
+    let resolved = match target.is_absolute() {
+        true => target,
+        false => path.parent()?.join(target),
+    };
+    std::fs::symlink_metadata(inside(&resolved)).ok()?;
+    Some(resolved)
 }
 
 /// Most threads [`drop_together`] releases links on.
