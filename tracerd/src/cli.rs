@@ -175,6 +175,11 @@ pub struct DaemonSocket {
 #[derive(Subcommand)]
 pub enum Command {
     /// Run the daemon in the foreground
+    ///
+    /// Signals: SIGUSR1 writes a dump (as `tracerd dump` does) and tracing goes on; SIGHUP
+    /// re-reads the configuration and applies it, keeping the window (as `tracerd reload`
+    /// does); SIGTERM and SIGINT write the window as a dump with trigger `stop`
+    /// (`dump_on_stop`, on by default, within 20 s) and exit.
     Run(Box<RunArgs>),
     /// Ask the running daemon to write a dump; prints the dump's path
     Dump(DaemonSocket),
