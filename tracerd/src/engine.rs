@@ -344,8 +344,8 @@ impl Engine {
     }
 
     /// Changes the comm, executable and unit selectors of the kernel's target set from
-    /// `old`'s to `new`'s and adds the processes `new` selects now (returned, for the process
-    /// table). A process already traced stays traced until it exits.
+    /// `old`'s to `new`'s and adds the processes `new` selects now that were not traced
+    /// (returned, for the process table). A process already traced stays traced until it exits.
     pub fn retarget(&self, old: &Config, new: &Config) -> Result<Vec<ProcInfo>> {
         let maps = &self.skel.maps;
         let comms = |c: &Config| -> Vec<Vec<u8>> {
@@ -370,11 +370,18 @@ impl Engine {
         swap_keys(&maps.target_comms, &comms(old), &comms(new))?;
         swap_keys(&maps.target_exes, &old_exes, &new_exes)?;
         swap_keys(&maps.target_units, &units(old), &units(new))?;
-        let found = scan_targets(new, &self.cgroups);
-        for p in &found {
+        // only processes not traced yet: on 6.1 the program's add of a pid already in the
+        // set failed with another error than EEXIST (seen in a 6.1 guest), so ask first
+        let mut added = scan_targets(new, &self.cgroups);
+        added.retain(|p| {
+            maps.targets
+                .lookup(&p.pid.to_ne_bytes(), MapFlags::ANY)
+                .is_ok_and(|v| v.is_none())
+        });
+        for p in &added {
             register_target(&self.skel, p.pid)?;
         }
-        Ok(found)
+        Ok(added)
     }
 
     /// Adds a process (and, from now on, its descendants) to the traced set.
