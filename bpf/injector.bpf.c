@@ -22,6 +22,11 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 #define TC_ACT_OK 0
 #define TC_ACT_SHOT 2
 #define ETH_P_IP 0x0800
+#define ETH_P_IPV6 0x86DD
+#define IPPROTO_ICMPV6 58
+/* neighbour discovery: router solicitation .. redirect */
+#define ND_FIRST_TYPE 133
+#define ND_LAST_TYPE 137
 
 const volatile __u32 nfaults = 0;
 
@@ -163,11 +168,62 @@ int BPF_PROG(forget_node, struct task_struct *p)
 	return 0;
 }
 
-static __always_inline bool in_peers(struct inj_partition *p, __u32 addr)
+static __always_inline bool same_addr(const struct inj_addr *a, const struct inj_addr *b)
 {
-	for (int i = 0; i < INJ_MAX_PEERS; i++)
-		if (i < p->npeers && p->peers[i] == addr)
+	return a->words[0] == b->words[0] && a->words[1] == b->words[1] &&
+	       a->words[2] == b->words[2] && a->words[3] == b->words[3];
+}
+
+static __always_inline bool is_node(struct inj_partition *p, const struct inj_addr *a)
+{
+	return same_addr(&p->node_addrs[0], a) || same_addr(&p->node_addrs[1], a);
+}
+
+static __always_inline bool in_peers(struct inj_partition *p, const struct inj_addr *a)
+{
+	for (int i = 0; i < INJ_MAX_PEER_ADDRS; i++)
+		if (i < p->npeer_addrs && same_addr(&p->peer_addrs[i], a))
 			return true;
+	return false;
+}
+
+/* The packet's IP source and destination, IPv4 ones mapped into IPv6; false for what no
+ * partition drops: other protocols (ARP), and IPv6 neighbour discovery, which like ARP for
+ * IPv4 finds the peer's link address and is not the nodes' traffic -- so a partition's end
+ * is not delayed by a neighbour entry that failed while it lasted. */
+static __always_inline bool ip_endpoints(struct __sk_buff *skb, struct inj_addr *src,
+					 struct inj_addr *dst)
+{
+	void *data = (void *)(long)skb->data, *end = (void *)(long)skb->data_end;
+	struct ethhdr *eth = data;
+
+	if ((void *)(eth + 1) > end)
+		return false;
+	if (eth->h_proto == bpf_htons(ETH_P_IP)) {
+		struct iphdr *ip = (void *)(eth + 1);
+
+		if ((void *)(ip + 1) > end)
+			return false;
+		src->words[0] = dst->words[0] = 0;
+		src->words[1] = dst->words[1] = 0;
+		src->words[2] = dst->words[2] = bpf_htonl(0xffff);
+		src->words[3] = ip->saddr;
+		dst->words[3] = ip->daddr;
+		return true;
+	}
+	if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
+		struct ipv6hdr *ip6 = (void *)(eth + 1);
+		__u8 *icmp_type = (void *)(ip6 + 1);
+
+		if ((void *)(ip6 + 1) > end)
+			return false;
+		if (ip6->nexthdr == IPPROTO_ICMPV6 && (void *)(icmp_type + 1) <= end &&
+		    *icmp_type >= ND_FIRST_TYPE && *icmp_type <= ND_LAST_TYPE)
+			return false;
+		__builtin_memcpy(src->words, ip6->saddr.in6_u.u6_addr32, 16);
+		__builtin_memcpy(dst->words, ip6->daddr.in6_u.u6_addr32, 16);
+		return true;
+	}
 	return false;
 }
 
@@ -175,12 +231,10 @@ static __always_inline bool in_peers(struct inj_partition *p, __u32 addr)
 SEC("tc")
 int partition_filter(struct __sk_buff *skb)
 {
-	void *data = (void *)(long)skb->data, *end = (void *)(long)skb->data_end;
-	struct ethhdr *eth = data;
-	struct iphdr *ip = data + sizeof(*eth);
+	struct inj_addr src, dst;
 	__u64 now;
 
-	if ((void *)(ip + 1) > end || eth->h_proto != bpf_htons(ETH_P_IP))
+	if (!ip_endpoints(skb, &src, &dst))
 		return TC_ACT_OK;
 	now = bpf_ktime_get_ns();
 	for (__u32 i = 0; i < INJ_MAX_PARTITIONS; i++) {
@@ -188,9 +242,9 @@ int partition_filter(struct __sk_buff *skb)
 		struct inj_partition *p = bpf_map_lookup_elem(&partitions, &slot);
 		if (!p || now >= p->until_ns)
 			continue;
-		if (p->direction != INJ_IN && ip->saddr == p->node_addr && in_peers(p, ip->daddr))
+		if (p->direction != INJ_IN && is_node(p, &src) && in_peers(p, &dst))
 			return TC_ACT_SHOT;
-		if (p->direction != INJ_OUT && ip->daddr == p->node_addr && in_peers(p, ip->saddr))
+		if (p->direction != INJ_OUT && is_node(p, &dst) && in_peers(p, &src))
 			return TC_ACT_SHOT;
 	}
 	return TC_ACT_OK;

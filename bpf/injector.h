@@ -11,6 +11,8 @@
 #define INJ_MAX_FUNCS 8
 #define INJ_MAX_PARTITIONS 8
 #define INJ_MAX_PEERS 8
+#define INJ_NODE_ADDRS 2 /* a node has one address per family (dual-stack: both) */
+#define INJ_MAX_PEER_ADDRS (INJ_MAX_PEERS * INJ_NODE_ADDRS)
 
 enum inj_kind {
 	INJ_SYSCALL = 1,
@@ -42,14 +44,20 @@ struct inj_fault {
 	__u32 reserved;
 };
 
-/* A partition rule; active while CLOCK_MONOTONIC < until_ns. Addresses in network order. */
+/* An IP address in network order as IPv6 writes it; an IPv4 address as IPv4-mapped IPv6
+ * (::ffff:a.b.c.d), so that one comparison serves both families. */
+struct inj_addr {
+	__u32 words[4];
+};
+
+/* A partition rule; active while CLOCK_MONOTONIC < until_ns. A node with one address
+ * repeats it in node_addrs[1]. */
 struct inj_partition {
 	__u64 until_ns;
-	__u32 node_addr;
 	__u32 direction; /* enum inj_direction */
-	__u32 npeers;
-	__u32 peers[INJ_MAX_PEERS];
-	__u32 reserved;
+	__u32 npeer_addrs;
+	struct inj_addr node_addrs[INJ_NODE_ADDRS];
+	struct inj_addr peer_addrs[INJ_MAX_PEER_ADDRS]; /* every address of every peer */
 };
 
 struct inj_event {

@@ -188,11 +188,12 @@ fn claim<K: std::hash::Hash + Eq>(map: &mut HashMap<K, Option<usize>>, key: K, n
 
 /// The ports a node's command line says it listens on: the value of an option whose name
 /// ends in `port` (`--port 7001`, `--port=7001`, `-p 7001`), or `HOST:PORT` (also as an
-/// option's value) where HOST is the node's own address or any (`:7001`, `0.0.0.0:7001`,
-/// `--listen=*:7001`). A port of another
+/// option's value) where HOST is one of the node's own addresses or any (`:7001`,
+/// `0.0.0.0:7001`, `[::]:7001`, `[fd77::1]:7001`, `--listen=*:7001`); an IPv6 HOST is in
+/// brackets, so a bare `fd77::1` is no port. A port of another
 /// host (`--follower 10.0.0.2:7001`) is where the node connects to, not its service.
 fn listening_ports(node: &Node) -> Vec<u16> {
-    let own = node.address.as_deref().unwrap_or("");
+    let own: Vec<String> = node.ips().iter().map(|ip| ip.to_string()).collect();
     let port = |p: &str| p.parse::<u16>().ok().filter(|&p| p != 0);
     let is_port_option = |name: &str| {
         let name = name.trim_start_matches('-').to_ascii_lowercase();
@@ -210,8 +211,12 @@ fn listening_ports(node: &Node) -> Vec<u16> {
         }
         let address = arg.split_once('=').map_or(arg.as_str(), |(_, v)| v);
         if let Some((host, value)) = address.rsplit_once(':') {
-            let host = host.trim_start_matches('[').trim_end_matches(']');
-            if ["", "0.0.0.0", "::", "*", own].contains(&host) {
+            let host = match host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+                Some(v6) => v6,
+                None if host.contains(':') => continue,
+                None => host,
+            };
+            if ["", "0.0.0.0", "::", "*"].contains(&host) || own.iter().any(|a| a == host) {
                 out.extend(port(value));
             }
         }
@@ -509,5 +514,40 @@ command = ["true"]
         assert_eq!(node("10.1.1.1:41000"), None, "a client's port names no node");
         assert_eq!(node("127.0.0.1:41000"), None, "loopback is every host's");
         assert_eq!(node("10.1.1.1:2"), None, "--id 2 is no port");
+    }
+
+    #[test]
+    fn ipv6_production_addresses_map_to_nodes_like_ipv4_ones() {
+        let s = Scenario::parse(
+            &CLUSTER
+                .replace("10.77.5.1:7500", "[fd77:5::1]:7500")
+                .replace("10.77.5.2:7501", "[fd77:5::2]:7501")
+                .replace("\":7502\"", "\"--bind\", \"fd77:5::3\", \"[::]:7502\"")
+                .replace("10.77.5.", "fd77:5::"),
+            "t",
+        )
+        .unwrap();
+        let m = PeerMap::new(
+            &s,
+            [(at("[2001:db8::20]:7501"), 0)].into_iter(),
+            [("2001:db8::40".parse().unwrap(), 2)].into_iter(),
+        );
+        let node = |a: &str| m.node(&s, at(a));
+        assert_eq!(
+            node("[fd77:5::1]:1234"),
+            Some(1),
+            "the scenario's addresses first"
+        );
+        assert_eq!(node("[2001:db8::20]:40000"), Some(0), "the owner's host");
+        assert_eq!(node("[2001:db8::40]:60001"), Some(2), "a dump's host");
+        assert_eq!(node("[2001:db8::99]:7500"), Some(1), "[own]:7500");
+        assert_eq!(node("[2001:db8::99]:7502"), Some(2), "[::]:7502");
+        assert_eq!(
+            node("[2001:db8::99]:7501"),
+            Some(0),
+            "the leader only connects to 7501"
+        );
+        assert_eq!(node("[2001:db8::99]:3"), None, "a bare fd77:5::3 is no port 3");
+        assert_eq!(node("[::1]:7502"), Some(2), "loopback by the port, as for IPv4");
     }
 }

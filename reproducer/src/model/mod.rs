@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use scenario::Scenario;
 
+pub mod address;
 pub mod plan;
 pub mod scenario;
 pub mod schedule;

@@ -1,12 +1,13 @@
 //! The scenario file (TOML): how to start the system under test (nodes), drive it
 //! (workload) and tell whether the bug happened (oracle); placeholders and their expansion.
 use std::collections::HashMap;
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::Path;
 
 use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
 
+use super::address::{self, NodeAddress};
 use super::toml_error::{line_of_key, toml_error};
 
 fn default_timeout() -> u64 {
@@ -60,8 +61,9 @@ pub struct Node {
     pub command: Vec<String>,
     #[serde(default)]
     pub ready: Option<Vec<String>>,
+    /// IPv4, IPv6 or one of each (see `address`): its own network namespace on the bridge
     #[serde(default)]
-    pub address: Option<String>,
+    pub address: Option<NodeAddress>,
     /// substring of a traced process's command line that identifies this node
     #[serde(default, rename = "match")]
     pub match_: Option<String>,
@@ -78,17 +80,27 @@ pub struct CommandSpec {
     pub command: Vec<String>,
 }
 
+impl Node {
+    /// The node's addresses in the order written (none on the host network).
+    pub fn ips(&self) -> Vec<IpAddr> {
+        self.address.as_ref().map(NodeAddress::ips).unwrap_or_default()
+    }
+}
+
 /// Values for the placeholders of one run.
 #[derive(Clone, Debug, Default)]
 pub struct Placeholders {
     pub workdir: String,
-    pub addresses: HashMap<String, String>,
+    /// node name -> its addresses, in the order written
+    pub addresses: HashMap<String, Vec<IpAddr>>,
     pub pids: HashMap<String, u32>,
 }
 
 impl Placeholders {
-    /// Replaces {workdir}, {node.NAME.address} and {node.NAME.pid} in `s`; `{{` and `}}` stand
-    /// for a literal brace (server configurations written by a setup step need them).
+    /// Replaces {workdir}, {node.NAME.address} (its first address), {node.NAME.host} (the
+    /// same as a URL's host: IPv6 in brackets), {node.NAME.ipv4} and {node.NAME.ipv6} (its
+    /// address of that family) and {node.NAME.pid} in `s`; `{{` and `}}` stand for a literal
+    /// brace (server configurations written by a setup step need them).
     pub fn expand(&self, s: &str) -> Result<String> {
         let mut out = String::with_capacity(s.len());
         let mut rest = s;
@@ -122,17 +134,23 @@ impl Placeholders {
         }
         let parts: Vec<&str> = name.split('.').collect();
         match parts.as_slice() {
-            ["node", node, "address"] => self
-                .addresses
-                .get(*node)
-                .cloned()
-                .ok_or_else(|| anyhow::anyhow!("placeholder {{{name}}}: node {node} has no address")),
+            ["node", node, what @ ("address" | "host" | "ipv4" | "ipv6")] => {
+                let ips = self.addresses.get(*node).map(Vec::as_slice).unwrap_or(&[]);
+                let ip = match *what {
+                    "ipv4" => ips.iter().find(|ip| ip.is_ipv4()),
+                    "ipv6" => ips.iter().find(|ip| ip.is_ipv6()),
+                    _ => ips.first(),
+                };
+                let family = if what.starts_with("ipv") { " of that family" } else { "" };
+                let ip = ip.ok_or_else(|| anyhow::anyhow!("placeholder {{{name}}}: node {node} has no address{family}"))?;
+                Ok(if *what == "host" { address::url_host(*ip) } else { ip.to_string() })
+            }
             ["node", node, "pid"] => self
                 .pids
                 .get(*node)
                 .map(|p| p.to_string())
                 .ok_or_else(|| anyhow::anyhow!("placeholder {{{name}}}: node {node} is not running")),
-            _ => bail!("unknown placeholder {{{name}}} (known: {{workdir}}, {{node.NAME.address}}, {{node.NAME.pid}})"),
+            _ => bail!("unknown placeholder {{{name}}} (known: {{workdir}}, {{node.NAME.address}}, {{node.NAME.host}}, {{node.NAME.ipv4}}, {{node.NAME.ipv6}}, {{node.NAME.pid}})"),
         }
     }
 
@@ -160,14 +178,9 @@ impl Scenario {
         self.nodes.iter().position(|n| n.name == name)
     }
 
-    /// The node whose `address` is `ip`.
-    pub fn node_at(&self, ip: std::net::IpAddr) -> Option<usize> {
-        self.nodes.iter().position(|n| {
-            n.address
-                .as_deref()
-                .and_then(|a| a.parse::<std::net::IpAddr>().ok())
-                == Some(ip)
-        })
+    /// The node one of whose addresses is `ip`.
+    pub fn node_at(&self, ip: IpAddr) -> Option<usize> {
+        self.nodes.iter().position(|n| n.ips().contains(&ip))
     }
 
     fn validate(&self, text: &str, origin: &str) -> Result<()> {
@@ -184,14 +197,30 @@ impl Scenario {
         if self.ready_timeout_s == Some(0) {
             bail!("scenario {origin}: ready_timeout_s must be positive");
         }
-        let mut prefix: Option<[u8; 3]> = None;
+        let with_address: Vec<(usize, &NodeAddress)> = self
+            .nodes
+            .iter()
+            .enumerate()
+            .filter_map(|(i, n)| Some((i, n.address.as_ref()?)))
+            .collect();
+        address::check(&with_address).map_err(|(i, e)| anyhow::anyhow!("{}: {e}", at(i, "address")))?;
         // a dry expansion with every node known catches unknown placeholders before any run
+        // (a node without an address is given both families: it fails at run time)
         let mut probe = Placeholders {
             workdir: "/w".into(),
             ..Default::default()
         };
+        let unchecked: Vec<IpAddr> = vec![
+            Ipv4Addr::new(10, 0, 0, 1).into(),
+            Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 1).into(),
+        ];
         for n in &self.nodes {
-            probe.addresses.insert(n.name.clone(), "10.0.0.1".into());
+            let ips = if n.address.is_some() {
+                n.ips()
+            } else {
+                unchecked.clone()
+            };
+            probe.addresses.insert(n.name.clone(), ips);
             probe.pids.insert(n.name.clone(), 1);
         }
         for (i, n) in self.nodes.iter().enumerate() {
@@ -208,30 +237,6 @@ impl Scenario {
             }
             if n.command.is_empty() {
                 bail!("{}: empty command", at(i, "command"));
-            }
-            if let Some(addr) = &n.address {
-                let ip: Ipv4Addr = addr
-                    .parse()
-                    .map_err(|_| anyhow::anyhow!("{}: '{addr}' is not an IPv4 address", at(i, "address")))?;
-                let o = ip.octets();
-                let p = [o[0], o[1], o[2]];
-                if o[3] == 0 || o[3] >= 254 {
-                    bail!(
-                        "{}: {addr}: the host part must be 1..253 (.254 is the test bridge)",
-                        at(i, "address")
-                    );
-                }
-                match prefix {
-                    None => prefix = Some(p),
-                    Some(q) if q != p => bail!(
-                        "{}: {addr}: all node addresses must share one /24",
-                        at(i, "address")
-                    ),
-                    _ => {}
-                }
-                if self.nodes[..i].iter().any(|m| m.address.as_deref() == Some(addr)) {
-                    bail!("{}: {addr} is used twice", at(i, "address"));
-                }
             }
             for arg in n.command.iter().chain(n.ready.iter().flatten()) {
                 probe
@@ -362,7 +367,8 @@ command = ["true"]
             workdir: "/srv/w".into(),
             ..Default::default()
         };
-        p.addresses.insert("db1".into(), "10.213.0.11".into());
+        p.addresses
+            .insert("db1".into(), vec!["10.213.0.11".parse().unwrap()]);
         p.pids.insert("db1".into(), 42);
         assert_eq!(
             p.expand("{workdir}/x-{node.db1.address}:{node.db1.pid}").unwrap(),
@@ -387,6 +393,55 @@ command = ["true"]
         let bad = GOOD.replace("name = \"db2\"", "name = \"db2\"\nrestrat = true");
         let e = Scenario::parse(&bad, "s.toml").unwrap_err().to_string();
         assert!(e.contains("line 9") && e.contains("restrat"), "{e}");
+    }
+
+    #[test]
+    fn ipv6_and_dual_stack_addresses_and_their_placeholders() {
+        let v6 = GOOD
+            .replace("10.213.0.11", "fd77:8::11")
+            .replace("10.213.0.12", "fd77:8::12")
+            .replace("{node.db1.address}", "http://{node.db1.host}:80/{node.db1.ipv6}");
+        let s = Scenario::parse(&v6, "t").unwrap();
+        assert_eq!(s.node_at("fd77:8::12".parse().unwrap()), Some(1));
+        let mut p = Placeholders::default();
+        p.addresses.insert("db1".into(), s.nodes[0].ips());
+        assert_eq!(
+            p.expand_all(&s.nodes[1].command).unwrap()[2],
+            "http://[fd77:8::11]:80/fd77:8::11"
+        );
+        // {node.NAME.ipv4} of a node with IPv6 only: refused where it is written
+        let e = Scenario::parse(&v6.replace("{node.db1.ipv6}", "{node.db1.ipv4}"), "s.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("line 9: node 2 field command: placeholder {node.db1.ipv4}: node db1 has no address of that family"),
+            "{e}"
+        );
+        let dual = GOOD
+            .replace("\"10.213.0.11\"", "[\"10.213.0.11\", \"fd77:8::11\"]")
+            .replace("\"10.213.0.12\"", "[\"fd77:8::12\", \"10.213.0.12\"]");
+        let s = Scenario::parse(&dual, "t").unwrap();
+        assert_eq!(s.node_at("10.213.0.12".parse().unwrap()), Some(1));
+        assert_eq!(s.node_at("fd77:8::12".parse().unwrap()), Some(1));
+        // a copy of the scenario (an attempt's spec) writes each form as it was read
+        let back = toml::to_string(&s).unwrap();
+        assert!(
+            back.contains("address = [\"fd77:8::12\", \"10.213.0.12\"]"),
+            "{back}"
+        );
+        let one = toml::to_string(&Scenario::parse(GOOD, "t").unwrap()).unwrap();
+        assert!(one.contains("address = \"10.213.0.11\""), "{one}");
+        // bad input: one line naming the field
+        for (bad, needle) in [
+            (GOOD.replace("10.213.0.12", "fd77:8::12"), "line 10: node 2 field address: mixed families"),
+            (v6.replace("fd77:8::12", "fd77:9::12"), "line 10: node 2 field address: fd77:9::12: all node addresses must share one /64"),
+            (v6.replace("fd77:8::12", "fd77:8::fe"), "line 10: node 2 field address: fd77:8::fe: the interface identifier"),
+            (dual.replace("[\"fd77:8::12\", \"10.213.0.12\"]", "\"fd77:8::12\""), "line 10: node 2 field address: mixed families: this node has IPv6 and node 1 has IPv4 and IPv6"),
+            (GOOD.replace("\"10.213.0.12\"", "7"), "line 10: invalid type: integer `7`, expected an IPv4 or IPv6 address, or a list of one of each"),
+        ] {
+            let e = Scenario::parse(&bad, "s.toml").unwrap_err().to_string();
+            assert!(e.contains(needle) && !e.contains('\n'), "{needle}: {e}");
+        }
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! veths. Owns every link and TC hook it creates.
 use std::collections::HashMap;
 use std::mem::MaybeUninit;
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 use std::os::fd::AsFd;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -24,27 +24,33 @@ mod bpf {
     #![allow(clippy::all, non_camel_case_types, non_upper_case_globals, dead_code)]
     include!(concat!(env!("OUT_DIR"), "/injector.skel.rs"));
 }
-use bpf::types::{inj_direction, inj_event, inj_event_kind, inj_fault, inj_kind, inj_partition};
+use bpf::types::{inj_addr, inj_direction, inj_event, inj_event_kind, inj_fault, inj_kind, inj_partition};
 use tracedump::abi::{bytes_of, read_struct, Plain};
 use tracerd::skel::OwnedSkel;
 
-// SAFETY (all three): generated from injector.h, #[repr(C)], integers and arrays of them,
-// no implicit padding (the header keeps explicit `reserved` fields).
+// SAFETY (all three): generated from injector.h, #[repr(C)], integers and arrays of them
+// (inj_addr is four u32), no implicit padding (the header keeps explicit `reserved` fields).
 unsafe impl Plain for inj_event {}
 unsafe impl Plain for inj_fault {}
 unsafe impl Plain for inj_partition {}
 
-/// INJ_MAX_FUNCS and INJ_MAX_PEERS, checked against the generated arrays.
+/// INJ_MAX_FUNCS, INJ_MAX_PEERS and INJ_NODE_ADDRS, checked against the generated arrays.
 const MAX_FUNCS: usize = 8;
 const MAX_PEERS: usize = 8;
+const NODE_ADDRS: usize = 2;
 const _: () = {
     use std::mem::{offset_of, size_of};
     assert!(
         offset_of!(inj_fault, duration_ns) - offset_of!(inj_fault, probes) == MAX_FUNCS * size_of::<u32>()
     );
+    assert!(size_of::<inj_addr>() == 16);
     assert!(
-        offset_of!(inj_partition, reserved) - offset_of!(inj_partition, peers)
-            == MAX_PEERS * size_of::<u32>()
+        offset_of!(inj_partition, peer_addrs) - offset_of!(inj_partition, node_addrs)
+            == NODE_ADDRS * size_of::<inj_addr>()
+    );
+    assert!(
+        size_of::<inj_partition>() - offset_of!(inj_partition, peer_addrs)
+            == MAX_PEERS * NODE_ADDRS * size_of::<inj_addr>()
     );
 };
 
@@ -81,9 +87,17 @@ pub struct Injector {
     max_partitions: u32,
 }
 
-fn ipv4(addr: &str) -> Result<u32> {
-    let ip: Ipv4Addr = addr.parse().with_context(|| format!("address {addr}"))?;
-    Ok(u32::from_ne_bytes(ip.octets()))
+/// `ip` as the partition filter compares it: IPv6 bytes, IPv4 mapped into IPv6.
+fn inj_address(ip: IpAddr) -> inj_addr {
+    let bytes = match ip {
+        IpAddr::V4(v4) => v4.to_ipv6_mapped().octets(),
+        IpAddr::V6(v6) => v6.octets(),
+    };
+    let mut a = inj_addr::default();
+    for (w, b) in a.words.iter_mut().zip(bytes.chunks_exact(4)) {
+        *w = u32::from_ne_bytes([b[0], b[1], b[2], b[3]]);
+    }
+    a
 }
 
 fn kind_code(action: &Planned) -> u32 {
@@ -100,7 +114,8 @@ fn kind_code(action: &Planned) -> u32 {
 pub struct NodeInfo {
     /// the node's executable, where its context functions are looked up
     pub binary: PathBuf,
-    pub address: Option<String>,
+    /// its addresses on the test network (none on the host network)
+    pub addresses: Vec<IpAddr>,
     pub host_veth: Option<String>,
 }
 
@@ -241,12 +256,14 @@ impl Injector {
         direction: Direction,
         nodes: &[NodeInfo],
     ) -> Result<()> {
-        let addr = |i: usize| ipv4(nodes[i].address.as_deref().unwrap_or_default());
-        let mut p = inj_partition {
-            node_addr: addr(node)?,
-            npeers: peers.len() as u32,
-            ..Default::default()
+        let own = &nodes[node].addresses;
+        let Some(&first) = own.first() else {
+            bail!("a partition's node has no address");
         };
+        let mut p = inj_partition::default();
+        for (k, slot) in p.node_addrs.iter_mut().enumerate() {
+            *slot = inj_address(*own.get(k).unwrap_or(&first));
+        }
         let direction = match direction {
             Direction::Both => inj_direction::INJ_BOTH,
             Direction::Out => inj_direction::INJ_OUT,
@@ -256,9 +273,20 @@ impl Injector {
         if peers.len() > MAX_PEERS {
             bail!("a partition names at most {MAX_PEERS} peers");
         }
-        for (k, &peer) in peers.iter().enumerate() {
-            p.peers[k] = addr(peer)?;
+        let peer_addrs: Vec<IpAddr> = peers
+            .iter()
+            .flat_map(|&i| nodes[i].addresses.iter().copied())
+            .collect();
+        if peer_addrs.len() > p.peer_addrs.len() {
+            bail!(
+                "a partition's peers have more than {} addresses",
+                p.peer_addrs.len()
+            );
         }
+        for (slot, ip) in p.peer_addrs.iter_mut().zip(&peer_addrs) {
+            *slot = inj_address(*ip);
+        }
+        p.npeer_addrs = peer_addrs.len() as u32;
         self.skel
             .maps
             .partitions

@@ -1,8 +1,12 @@
 //! The test network of one run, and what makes runs side by side possible. A scenario
 //! whose nodes all have an address gets a network namespace of its own for the run (the
-//! "run namespace", `rpr{id}`) that holds the run's bridge (`rpb{id}`, host address
-//! `{prefix}.254`) and the bridge ends of the nodes' veths; each node has its own namespace
-//! (`rp{id}-{node}`) joined to the bridge. The thread that creates the Netbed enters the run
+//! "run namespace", `rpr{id}`) that holds the run's bridge (`rpb{id}`, address `.254` of
+//! the nodes' /24 and `::fe` of their /64, per family the nodes have) and the bridge ends of
+//! the nodes' veths; each node has its own namespace (`rp{id}-{node}`) joined to the bridge.
+//! IPv6 addresses skip duplicate address detection (`nodad`): the run owns the link, and a
+//! node may bind its address at once instead of a second later. The bridge floods multicast
+//! (no snooping): with no querier on the link, a member it did not hear join would miss
+//! IPv6 neighbour solicitations and a cluster's multicast heartbeats. The thread that creates the Netbed enters the run
 //! namespace until it is dropped, so the setup steps, the ready checks, the workload and the
 //! oracle it starts reach the nodes at the scenario's own addresses, and two runs with the
 //! same addresses do not meet on the host's routes. A scenario with a node without an
@@ -13,12 +17,14 @@
 //! Everything is created with iproute2 and removed on drop, also when the run fails or is
 //! interrupted.
 use std::fs::File;
+use std::net::IpAddr;
 use std::os::fd::AsRawFd;
 use std::process::Command;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 
+use crate::model::address;
 use crate::model::scenario::Scenario;
 
 /// Where run-id and host-network locks live (tmpfs: nothing survives a reboot).
@@ -36,12 +42,13 @@ pub struct NodeNet {
     /// the bridge-side end of the node's veth, where its traffic can be filtered (in the
     /// run namespace when there is one, which the creating thread is in)
     pub host_veth: String,
-    pub address: String,
+    pub addresses: Vec<IpAddr>,
 }
 
 pub struct Netbed {
     pub bridge: Option<String>,
-    pub bridge_address: Option<String>,
+    /// one per family of the nodes' addresses
+    pub bridge_addresses: Vec<IpAddr>,
     pub nodes: Vec<NodeNet>,
     created_netns: Vec<String>,
     /// the run namespace, and the namespace the creating thread came from
@@ -142,6 +149,20 @@ fn remove_stale(id: u32) {
     }
 }
 
+/// Gives `dev` (in network namespace `netns`, "" for this thread's) address `addr` with its
+/// family's prefix; IPv6 without duplicate address detection (see the module comment).
+fn add_address(netns: &str, dev: &str, addr: IpAddr) -> Result<()> {
+    let with_prefix = format!("{addr}/{}", address::prefix_len(addr));
+    let mut args = vec!["addr", "add", &with_prefix, "dev", dev];
+    if addr.is_ipv6() {
+        args.push("nodad");
+    }
+    if !netns.is_empty() {
+        args.splice(0..0, ["-n", netns]);
+    }
+    ip(&args)
+}
+
 /// Waits for the host-network lock: one run with host-network nodes at a time, across every
 /// reproducer process. Gives up on Ctrl-C.
 fn lock_host_network() -> Result<File> {
@@ -177,7 +198,7 @@ impl Netbed {
         let (run_id, id_lock) = claim_run_id()?;
         let mut bed = Netbed {
             bridge: None,
-            bridge_address: None,
+            bridge_addresses: Vec::new(),
             nodes: Vec::new(),
             created_netns: Vec::new(),
             run_netns: None,
@@ -198,16 +219,16 @@ impl Netbed {
             return Ok(bed);
         }
         let bridge = format!("rpb{run_id}");
-        let first = with_address[0].1.address.as_deref().unwrap_or_default();
-        let prefix = first.rsplit_once('.').map(|(p, _)| p).unwrap_or(first);
-        let bridge_address = format!("{prefix}.254");
-        ip(&["link", "add", &bridge, "type", "bridge"])?;
+        ip(&["link", "add", &bridge, "type", "bridge", "mcast_snooping", "0"])?;
         bed.bridge = Some(bridge.clone());
-        ip(&["addr", "add", &format!("{bridge_address}/24"), "dev", &bridge])?;
+        for node_ip in with_address[0].1.ips() {
+            let bridge_ip = address::bridge_address(node_ip);
+            add_address("", &bridge, bridge_ip)?;
+            bed.bridge_addresses.push(bridge_ip);
+        }
         ip(&["link", "set", &bridge, "up"])?;
-        bed.bridge_address = Some(bridge_address);
         for (i, node) in with_address {
-            let address = node.address.clone().unwrap_or_default();
+            let addresses = node.ips();
             let netns = format!("rp{run_id}-{}", node.name);
             let host_veth = format!("rp{run_id}n{i}");
             ip(&["netns", "add", &netns])?;
@@ -216,22 +237,16 @@ impl Netbed {
                 "link", "add", &host_veth, "type", "veth", "peer", "name", "eth0", "netns", &netns,
             ])?;
             ip(&["link", "set", &host_veth, "master", &bridge, "up"])?;
-            ip(&[
-                "-n",
-                &netns,
-                "addr",
-                "add",
-                &format!("{address}/24"),
-                "dev",
-                "eth0",
-            ])?;
+            for &a in &addresses {
+                add_address(&netns, "eth0", a)?;
+            }
             ip(&["-n", &netns, "link", "set", "eth0", "up"])?;
             ip(&["-n", &netns, "link", "set", "lo", "up"])?;
             bed.nodes.push(NodeNet {
                 node: node.name.clone(),
                 netns,
                 host_veth,
-                address,
+                addresses,
             });
         }
         Ok(bed)

@@ -62,8 +62,8 @@ impl Builder<'_> {
             return local;
         }
         let address = node
-            .and_then(|n| self.scenario?.nodes.get(n)?.address.as_deref()?.parse().ok())
-            .filter(|a: &std::net::IpAddr| a.is_ipv4() == local.is_ipv4());
+            .and_then(|n| self.scenario?.nodes.get(n))
+            .and_then(|n| n.ips().into_iter().find(|a| a.is_ipv4() == local.is_ipv4()));
         address.map_or(local, |ip| SocketAddr::new(ip, local.port()))
     }
 

@@ -250,14 +250,14 @@ fn run_in(scenario: &Scenario, plan: &FaultPlan, workdir: &Path, opts: &RunOptio
             u.check_reachable(&workdir.join(&n.name))?;
             u.own(&workdir.join(&n.name))?;
         }
-        if let Some(a) = &n.address {
-            vars.addresses.insert(n.name.clone(), a.clone());
+        if n.address.is_some() {
+            vars.addresses.insert(n.name.clone(), n.ips());
         }
         let binary = resolve_binary(&vars.expand(&n.command[0])?);
         let net = netbed.of(&n.name);
         infos.push(NodeInfo {
             binary,
-            address: n.address.clone(),
+            addresses: n.ips(),
             host_veth: net.map(|x| x.host_veth.clone()),
         });
     }
