@@ -15,6 +15,7 @@ mod bugbench;
 mod diagnosis;
 mod drift;
 mod faults;
+mod ipv6;
 mod jobs;
 mod ownership;
 mod partition;
