@@ -26,8 +26,9 @@ fn scenario(name: &str, nodes: &[(&str, &str, &[&str])], oracle: &[(&str, &str)]
     for (node, address, peers) in nodes {
         let peers: Vec<String> = peers.iter().map(|p| format!("\"{p}\"")).collect();
         s += &format!(
-            "[[nodes]]\nname = \"{node}\"\ncommand = [\"{beat}\", \"{BEAT_MS}\", \"7100\", {}]\naddress = {address}\n\
+            "[[nodes]]\nname = \"{node}\"\ncommand = [\"{beat}\", \"{}\", \"7100\", {}]\naddress = {address}\n\
              ready = [\"sh\", \"-c\", \"grep -q listening {{workdir}}/{node}.log\"]\n",
+            BEAT_MS * timing_slack(),
             peers.join(", ")
         );
     }
@@ -67,8 +68,10 @@ fn heard(workdir: &Path, node: &str) -> Vec<(String, u64, u64)> {
 }
 
 /// Checks one run's reports: the `cut` pairs (node, peer as it names it) silent for at least
-/// CUT_MS, every other pair never silent for QUIET_MS, and every pair heard.
+/// CUT_MS, every other pair never silent for QUIET_MS (times the slack of an emulated
+/// guest), and every pair heard.
 fn check_run(workdir: &Path, nodes: &[&str], cut: &[(&str, &str)]) {
+    let quiet_ms = QUIET_MS * timing_slack();
     for node in nodes {
         let reports = heard(workdir, node);
         assert!(
@@ -85,12 +88,12 @@ fn check_run(workdir: &Path, nodes: &[&str], cut: &[(&str, &str)]) {
             );
             if is_cut {
                 assert!(
-                    (CUT_MS..PARTITION_MS + QUIET_MS).contains(&longest),
+                    (CUT_MS..PARTITION_MS + quiet_ms).contains(&longest),
                     "{node} from {peer}: longest silence {longest} ms, not the partition's {PARTITION_MS} ms"
                 );
             } else {
                 assert!(
-                    longest < QUIET_MS,
+                    longest < quiet_ms,
                     "{node} from {peer}: silent {longest} ms, though not cut off"
                 );
             }
