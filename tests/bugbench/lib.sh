@@ -142,18 +142,24 @@ bb_wait_for() {
 bb_log_has() { grep -qF -- "$2" "$BB_WORK/$1.log" 2>/dev/null; }
 
 # bb_net_up TAG NODE=ADDRESS...: the reproducer's test network, with bb names: a bridge
-# bb<TAG>br with address .254 of the nodes' /24, and per node a namespace bb<TAG>-<NODE>
-# joined by a veth whose bridge end is bb<TAG>n<I> (I counts from 0 in argument order).
-# Stale leftovers of an interrupted earlier run with the same names are removed first.
+# bb<TAG>br with address .254 of the nodes' /24 (IPv4) or ::fe of their /64 (IPv6, written
+# PREFIX::ID with at most four groups before the ::), and per node a namespace bb<TAG>-<NODE>
+# joined by a veth whose bridge end is bb<TAG>n<I> (I counts from 0 in argument order). As on
+# the test bed, IPv6 addresses skip duplicate address detection and the bridge floods
+# multicast. Stale leftovers of an interrupted earlier run with the same names are removed
+# first.
 bb_net_up() {
-  local tag="$1" i=0 spec node addr prefix
+  local tag="$1" i=0 spec node addr
   shift
   BB_BRIDGE="bb${tag}br"
   bb_net_remove_stale "$tag" "$@"
   addr="${1#*=}"
-  prefix="${addr%.*}"
-  ip link add "$BB_BRIDGE" type bridge
-  ip addr add "$prefix.254/24" dev "$BB_BRIDGE"
+  ip link add "$BB_BRIDGE" type bridge mcast_snooping 0
+  if [[ "$addr" == *:* ]]; then
+    ip addr add "${addr%::*}::fe/64" dev "$BB_BRIDGE" nodad
+  else
+    ip addr add "${addr%.*}.254/24" dev "$BB_BRIDGE"
+  fi
   ip link set "$BB_BRIDGE" up
   for spec in "$@"; do
     node="${spec%%=*}"
@@ -163,7 +169,11 @@ bb_net_up() {
     ip link add "bb${tag}n${i}" type veth peer name eth0 netns "bb${tag}-${node}"
     BB_VETHS+=("bb${tag}n${i}")
     ip link set "bb${tag}n${i}" master "$BB_BRIDGE" up
-    ip -n "bb${tag}-${node}" addr add "$addr/24" dev eth0
+    if [[ "$addr" == *:* ]]; then
+      ip -n "bb${tag}-${node}" addr add "$addr/64" dev eth0 nodad
+    else
+      ip -n "bb${tag}-${node}" addr add "$addr/24" dev eth0
+    fi
     ip -n "bb${tag}-${node}" link set eth0 up
     ip -n "bb${tag}-${node}" link set lo up
     i=$((i + 1))
