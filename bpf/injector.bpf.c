@@ -188,9 +188,10 @@ static __always_inline bool in_peers(struct inj_partition *p, const struct inj_a
 }
 
 /* The packet's IP source and destination, IPv4 ones mapped into IPv6; false for what no
- * partition drops: other protocols (ARP), and IPv6 neighbour discovery, which like ARP for
- * IPv4 finds the peer's link address and is not the nodes' traffic -- so a partition's end
- * is not delayed by a neighbour entry that failed while it lasted. */
+ * partition drops: other protocols (ARP), and IPv6 neighbour discovery, ARP's counterpart,
+ * which finds a peer's link address and is not the nodes' own traffic. Both families are
+ * then cut alike, and the same way whether the kernel solicits from a node's address or
+ * from its link-local one. */
 static __always_inline bool ip_endpoints(struct __sk_buff *skb, struct inj_addr *src,
 					 struct inj_addr *dst)
 {
