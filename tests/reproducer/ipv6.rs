@@ -2,7 +2,7 @@
 //! drops their datagrams both ways for its duration and nothing between other pairs, and a
 //! fault-free run shows no silence. The nodes run tests/programs/udpbeat.c, which sends a
 //! datagram to each peer every 100 ms and reports, per peer, the longest silence between two
-//! arrivals.
+//! arrivals; the run's trace must say the same (tracerd's datagram flows).
 
 use std::path::{Path, PathBuf};
 
@@ -18,15 +18,24 @@ const PARTITION_MS: u64 = 2500;
 const CUT_MS: u64 = 2000;
 const QUIET_MS: u64 = 1000;
 
-/// A scenario whose nodes (name, address field, peers written as placeholders) beat at each
-/// other; the oracle holds when `a` and `b` both heard nothing from the other for CUT_MS.
-fn scenario(name: &str, nodes: &[(&str, &str, &[&str])], oracle: &[(&str, &str)]) -> String {
+/// One node of a scenario: its name, `address` field, peers (placeholders) and `match` ("":
+/// none; the diagnosis needs one for each node, as they all run udpbeat).
+type BeatNode<'a> = (&'a str, &'a str, &'a [&'a str], &'a str);
+
+/// A scenario whose nodes beat at each other; the oracle holds when each (node, peer) of
+/// `oracle` heard nothing from the other for CUT_MS.
+fn scenario(name: &str, nodes: &[BeatNode], oracle: &[(&str, &str)]) -> String {
     let beat = program("udpbeat").display().to_string();
     let mut s = format!("name = \"{name}\"\nrun_timeout_s = 30\n");
-    for (node, address, peers) in nodes {
+    for (node, address, peers, match_) in nodes {
+        if !match_.is_empty() {
+            s += &format!("[[nodes]]\nmatch = \"{match_}\"\n");
+        } else {
+            s += "[[nodes]]\n";
+        }
         let peers: Vec<String> = peers.iter().map(|p| format!("\"{p}\"")).collect();
         s += &format!(
-            "[[nodes]]\nname = \"{node}\"\ncommand = [\"{beat}\", \"{}\", \"7100\", {}]\naddress = {address}\n\
+            "name = \"{node}\"\ncommand = [\"{beat}\", \"{}\", \"7100\", {}]\naddress = {address}\n\
              ready = [\"sh\", \"-c\", \"grep -q listening {{workdir}}/{node}.log\"]\n",
             BEAT_MS * timing_slack(),
             peers.join(", ")
@@ -34,7 +43,7 @@ fn scenario(name: &str, nodes: &[(&str, &str, &[&str])], oracle: &[(&str, &str)]
     }
     let logs: Vec<String> = nodes
         .iter()
-        .map(|(n, _, _)| format!("{{workdir}}/{n}.log"))
+        .map(|(n, _, _, _)| format!("{{workdir}}/{n}.log"))
         .collect();
     s += &format!(
         "[workload]\ncommand = [\"sh\", \"-c\", \"for i in $(seq 300); do [ $(cat {} | grep -c '^done') = {} ] && exit 0; sleep 0.05; done; exit 1\"]\n",
@@ -101,6 +110,20 @@ fn check_run(workdir: &Path, nodes: &[&str], cut: &[(&str, &str)]) {
     }
 }
 
+/// The datagram silences of a run's trace: (the far end, ms).
+fn udp_gaps(workdir: &Path) -> Vec<(String, u64)> {
+    trace_events(workdir)
+        .into_iter()
+        .filter(|e| e["kind"] == "network_gap" && e["protocol"] == "udp")
+        .map(|e| {
+            (
+                e["dst"].as_str().unwrap_or("").to_string(),
+                e["duration_ms"].as_u64().unwrap_or(0),
+            )
+        })
+        .collect()
+}
+
 /// assert_clean, and no udpbeat left running.
 fn assert_all_clean(links: &std::collections::BTreeSet<u64>) {
     assert_clean(links);
@@ -138,16 +161,19 @@ fn ipv6_nodes_run_and_a_partition_drops_a_pair_s_datagrams_both_ways() {
                 "a",
                 &format!("\"{a}\""),
                 &["{node.b.address}", "{node.c.address}"],
+                &format!("{b} {c}"),
             ),
             (
                 "b",
                 &format!("\"{b}\""),
                 &["{node.a.address}", "{node.c.address}"],
+                &format!("{a} {c}"),
             ),
             (
                 "c",
                 &format!("\"{c}\""),
                 &["{node.a.address}", "{node.b.address}"],
+                &format!("{a} {b}"),
             ),
         ],
         &[("a", b), ("b", a)],
@@ -170,7 +196,42 @@ fn ipv6_nodes_run_and_a_partition_drops_a_pair_s_datagrams_both_ways() {
         assert_eq!(dirs.len(), 3, "{out}");
         for d in &dirs {
             check_run(d, &["a", "b", "c"], &[("a", b), ("b", a)]);
+            // the run's trace shows each side's datagram silence from the other's IPv6 address
+            let silent_from: Vec<String> = udp_gaps(d)
+                .into_iter()
+                .filter(|(_, ms)| *ms >= CUT_MS)
+                .map(|(peer, _)| peer)
+                .collect();
+            for peer in [a, b] {
+                assert!(
+                    silent_from.contains(&format!("[{peer}]:7100")),
+                    "no silence from {peer} in the trace: {silent_from:?}"
+                );
+            }
+            assert_eq!(silent_from.len(), 2, "only the pair's: {silent_from:?}");
         }
+        // the diagnosis maps the IPv6 ends to the nodes and names the cut pair first
+        let dump = std::fs::read_dir(dirs[0].join("trace"))
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path();
+        let diagnosis = text(&reproducer(&[
+            "diagnose",
+            "--trace",
+            dump.to_str().unwrap(),
+            "--scenario",
+            sc_path,
+        ]));
+        let first = diagnosis
+            .lines()
+            .find(|l| l.trim_start().starts_with("1. "))
+            .unwrap_or_else(|| panic!("no candidate: {diagnosis}"));
+        assert!(
+            first.contains("a: partition from b") || first.contains("b: partition from a"),
+            "{diagnosis}"
+        );
     });
     dirs.iter().for_each(|d| drop(std::fs::remove_dir_all(d)));
     assert_all_clean(&links);
@@ -215,16 +276,19 @@ fn a_dual_stack_partition_drops_both_families() {
                 "a",
                 "[\"10.219.1.1\", \"fd77:219:1::1\"]",
                 &["{node.b.ipv4}", "{node.b.ipv6}", "{node.c.ipv4}"],
+                "",
             ),
             (
                 "b",
                 "[\"fd77:219:1::2\", \"10.219.1.2\"]",
                 &["{node.a.ipv4}", "{node.a.ipv6}", "{node.c.ipv6}"],
+                "",
             ),
             (
                 "c",
                 "[\"10.219.1.3\", \"fd77:219:1::3\"]",
                 &["{node.a.ipv4}", "{node.b.ipv6}"],
+                "",
             ),
         ],
         &[("a", "fd77:219:1::2"), ("b", "10.219.1.1")],
