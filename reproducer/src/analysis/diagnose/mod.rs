@@ -145,9 +145,9 @@ pub struct DumpSummary {
 pub struct BaselineRates {
     pub scenario: String,
     /// (node, syscall, errno, normalized path) -> calls per second
-    pub failures: HashMap<(String, String, String, Option<String>), f64>,
+    pub failures: HashMap<FailureSig, f64>,
     /// (node, syscall, errno, normalized path) -> the most occurrences in one fault-free run
-    pub failures_most_in_a_run: HashMap<(String, String, String, Option<String>), u64>,
+    pub failures_most_in_a_run: HashMap<FailureSig, u64>,
     /// (node, peer, service port) -> the longest silence of fault-free runs, ms
     pub gaps: HashMap<(String, String, u16), u64>,
     /// (node, syscall) -> calls per second, failed or not
@@ -164,7 +164,29 @@ pub struct BaselineRates {
     pub startup_ms: HashMap<String, u64>,
 }
 
+/// A failure's signature as the profile keys it: node, syscall, errno, normalized path.
+pub type FailureSig = (String, String, String, Option<String>);
+
 impl BaselineRates {
+    /// The fault-free rate (calls/s) and the most in one run of failure signature `key`.
+    /// A path anchored on one side and not on the other (the run directory known in the
+    /// profile's runs but not in production's dump, or the reverse) is compared by its
+    /// unanchored form, so that the same file has the same signature on both sides.
+    pub fn failure(&self, key: &FailureSig) -> (Option<f64>, Option<u64>) {
+        let exact = |k: &FailureSig| {
+            let found = (
+                self.failures.get(k).copied(),
+                self.failures_most_in_a_run.get(k).copied(),
+            );
+            (found != (None, None)).then_some(found)
+        };
+        let unanchored = || {
+            let tail = key.3.as_deref().and_then(super::profile::unanchored)?;
+            exact(&(key.0.clone(), key.1.clone(), key.2.clone(), Some(tail)))
+        };
+        exact(key).or_else(unanchored).unwrap_or_default()
+    }
+
     /// The failure rates of a `reproducer profile` file made for `scenario`.
     pub fn load(path: &std::path::Path, scenario: Option<&Scenario>) -> anyhow::Result<BaselineRates> {
         let p = super::profile::load(path)?;

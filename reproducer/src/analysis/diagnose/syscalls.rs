@@ -94,17 +94,12 @@ impl Builder<'_> {
             let mut c = self.candidate(first, guess, first.at_ns, String::new());
             c.occurrences = all.len() as u32;
             c.burst = max_burst(times);
-            c.profile_per_s = self.baseline.and_then(|b| {
-                b.failures
-                    .get(&(who_, syscall.clone(), errno.clone(), path.clone()))
-                    .copied()
-            });
+            let key = (who_, syscall.clone(), errno.clone(), path.clone());
+            let (rate, most) = self.baseline.map(|b| b.failure(&key)).unwrap_or_default();
+            c.profile_per_s = rate;
             c.routine = is_routine(&syscall, &errno, first_path(first));
             // score.rs: the fault-free burst to compare with
-            c.evidence.most_in_a_run = self.baseline.and_then(|b| {
-                let key = (c.who.clone(), syscall.clone(), errno.clone(), path.clone());
-                b.failures_most_in_a_run.get(&key).copied()
-            });
+            c.evidence.most_in_a_run = most;
             let (verdict, why) = if killed_in_call {
                 c.evidence.explained_by = Some("the signal that killed the process right after".into());
                 let seen = how_often(&c);
@@ -134,14 +129,7 @@ impl Builder<'_> {
         }
         // a burst no larger than what one fault-free run saw in all is no anomaly, however
         // short that run's burst was (start-up probes of a runtime, against a long run's rate)
-        let most_in_a_run = match (&c.guess, self.baseline) {
-            (FaultGuess::Syscall { syscall, path, .. }, Some(b)) => b
-                .failures_most_in_a_run
-                .get(&(c.who.clone(), syscall.clone(), errno.to_string(), path.clone()))
-                .copied(),
-            _ => None,
-        };
-        if let (Some(most), Some(rate)) = (most_in_a_run, c.profile_per_s) {
+        if let (Some(most), Some(rate)) = (c.evidence.most_in_a_run, c.profile_per_s) {
             if c.burst as u64 <= most {
                 return (
                     Verdict::Benign,

@@ -102,11 +102,16 @@ fn under<'p>(path: &'p str, dir: &str) -> Option<&'p str> {
 /// The run directory of a trace: the value `{workdir}` had in the command lines of the
 /// scenario's nodes, read back from their processes (`node_of` maps a pid to its node).
 /// A test run and a production host that ran the scenario's commands both give it, so both
-/// sides make the same signatures. Where no command line shows it (a node given its
-/// directories through its environment, `env NAME={workdir}/...`, that execs a server),
-/// the nodes' working directory stands for it (a process's that ended before it was read:
-/// its parent's): the test bed starts every node in the run directory. None when neither
-/// says. The most common answer wins.
+/// sides make the same signatures. A node's command may be a wrapper that execs the server
+/// (`sh -c 'mkdir -p {workdir}/n2 && exec postgres -D {workdir}/n2'`, `env`, `setpriv`,
+/// `runuser -u pg -- ...`): the server's command line then holds the words of the wrapper's
+/// script, which are matched one by one. Where no command line shows it (a node given its
+/// directories through its environment, `env NAME={workdir}/...`), the nodes' working
+/// directory stands for it (a process's that ended before it was read: its parent's): the
+/// test bed starts every node in the run directory, and a server that changed into a
+/// directory its command names (`postgres -D {workdir}/n2` runs in its data directory)
+/// gives the run directory through that word. None when neither says. The most common
+/// answer wins.
 pub fn workdir_of(
     scenario: &Scenario,
     processes: &[ProcInfo],
@@ -119,14 +124,41 @@ pub fn workdir_of(
     );
     from_commands.or_else(|| {
         let by_pid: HashMap<u32, &ProcInfo> = processes.iter().map(|p| (p.pid, p)).collect();
-        most_common(
-            processes
-                .iter()
-                .filter(|p| node_of(p.pid).is_some())
-                .filter_map(|p| cwd_of(p, &by_pid))
-                .filter(|cwd| cwd.starts_with('/') && cwd != "/"),
-        )
+        most_common(processes.iter().filter_map(|p| {
+            let node = node_of(p.pid)?;
+            let cwd = cwd_of(p, &by_pid).filter(|cwd| cwd.starts_with('/') && cwd != "/")?;
+            let cwd = cwd.trim_end_matches('/');
+            let named = template_words(&scenario.nodes[node].command)
+                .find_map(|word| workdir_in(word.trim_end_matches('/'), cwd));
+            Some(named.unwrap_or_else(|| cwd.to_string()))
+        }))
     })
+}
+
+/// The words of a node's command that name `{workdir}`: its arguments, and the words of an
+/// argument that is a script (`sh -c '... && exec server --dir {workdir}/x'`), split as a
+/// shell splits them. An assignment's value counts as a word (`DATA={workdir}/x`). A word of
+/// a script that is `{workdir}` and nothing else (`cd {workdir}`) is left out: it would read
+/// any absolute argument of the server as the run directory.
+fn template_words(command: &[String]) -> impl Iterator<Item = String> + '_ {
+    let named = |w: &String| w.contains("{workdir}") && w != "{workdir}";
+    command
+        .iter()
+        .filter(|a| a.contains("{workdir}"))
+        .flat_map(move |arg| {
+            let mut split: Vec<String> = Vec::new();
+            if arg.contains(char::is_whitespace) {
+                split =
+                    shlex::split(arg).unwrap_or_else(|| arg.split_whitespace().map(str::to_string).collect());
+            }
+            let values: Vec<String> = std::iter::once(arg)
+                .chain(&split)
+                .filter_map(|w| w.split_once('=').map(|(_, v)| v.to_string()))
+                .collect();
+            std::iter::once(arg.clone())
+                .chain(split.into_iter().chain(values).filter(named))
+                .collect::<Vec<_>>()
+        })
 }
 
 /// A process's working directory; for one that ended before tracerd read it (a node's
@@ -157,15 +189,18 @@ fn workdirs_in_command(
     node_of: impl Fn(u32) -> Option<usize>,
 ) -> Vec<String> {
     let mut found = Vec::new();
-    if let (Some(node), Some(argv)) = (node_of(p.pid), &p.cmdline) {
-        for template in scenario.nodes[node]
-            .command
-            .iter()
-            .filter(|a| a.contains("{workdir}"))
-        {
-            if let Some(w) = argv.iter().find_map(|arg| workdir_in(template, arg)) {
-                found.push(w);
-            }
+    let Some(node) = node_of(p.pid) else {
+        return found;
+    };
+    // the command line it shows, and the one it started with if it retitled itself
+    let argv: Vec<&String> = [&p.cmdline, &p.exec_cmdline]
+        .into_iter()
+        .flatten()
+        .flatten()
+        .collect();
+    for template in template_words(&scenario.nodes[node].command) {
+        if let Some(w) = argv.iter().find_map(|arg| workdir_in(&template, arg)) {
+            found.push(w);
         }
     }
     found
@@ -402,6 +437,67 @@ mod tests {
         };
         assert_eq!(workdir_of(&scenario, &processes, node_of).as_deref(), Some(w));
         assert_eq!(workdir_of(&scenario, &processes[2..], node_of), None);
+    }
+
+    /// A node started through wrappers: `sh -c '... && exec runuser -u pg -- server -D DIR'`,
+    /// `env DATA=DIR server`, `setpriv ... -- server --data=DIR`. After the exec the traced
+    /// process shows the server's command line (retitled later), or only its working
+    /// directory, the data directory it changed into.
+    #[test]
+    fn the_run_directory_is_read_back_through_wrappers_and_the_data_directory_a_server_changed_into() {
+        let scenario = Scenario::parse(
+            "name = \"pg\"\n\
+             [[nodes]]\nname = \"n1\"\ncommand = [\"sh\", \"-c\", \"mkdir -p {workdir}/n1 && chown pg {workdir}/n1 && exec runuser -u pg -- pgsrv -D '{workdir}/n1' -c config_file={workdir}/n1.conf\"]\n\
+             [[nodes]]\nname = \"n2\"\ncommand = [\"env\", \"PGDATA={workdir}/n2\", \"pgsrv\"]\n\
+             [[nodes]]\nname = \"n3\"\ncommand = [\"setpriv\", \"--reuid=pg\", \"--\", \"pgsrv\", \"--data={workdir}/n3\"]\n\
+             [[nodes]]\nname = \"n4\"\ncommand = [\"sh\", \"-c\", \"cd {workdir} && exec pgsrv /etc/pg.conf\"]\n\
+             [workload]\ncommand = [\"true\"]\n[oracle]\ncommand = [\"false\"]\n",
+            "t",
+        )
+        .expect("scenario");
+        let w = "/srv/bb-pg.Xk3j9A";
+        let server = |pid: u32, started: &str, cwd: &str| {
+            let mut p = ProcInfo {
+                pid,
+                ppid: 1,
+                cmdline: Some(started.split(' ').map(String::from).collect()),
+                cwd: Some(cwd.to_string()),
+                ..Default::default()
+            };
+            p.retitle("pgsrv", Some(vec!["pgsrv: checkpointer".to_string()]));
+            p
+        };
+        let n1 = server(
+            10,
+            "pgsrv -D /srv/bb-pg.Xk3j9A/n1 -c config_file=/srv/bb-pg.Xk3j9A/n1.conf",
+            "/srv/bb-pg.Xk3j9A/n1",
+        );
+        let one = |pid: u32| (pid == 10).then_some(0);
+        assert_eq!(
+            workdir_of(&scenario, std::slice::from_ref(&n1), one).as_deref(),
+            Some(w),
+            "the script's words, in the command line the server started with"
+        );
+        // env: only the working directory says, and the assignment names it as {workdir}/n2
+        let n2 = server(20, "pgsrv", "/srv/bb-pg.Xk3j9A/n2/");
+        let two = |pid: u32| (pid == 20).then_some(1);
+        assert_eq!(
+            workdir_of(&scenario, std::slice::from_ref(&n2), two).as_deref(),
+            Some(w)
+        );
+        let n3 = server(30, "pgsrv --data=/srv/bb-pg.Xk3j9A/n3", "/");
+        let three = |pid: u32| (pid == 30).then_some(2);
+        assert_eq!(
+            workdir_of(&scenario, std::slice::from_ref(&n3), three).as_deref(),
+            Some(w)
+        );
+        // `cd {workdir}`: a bare {workdir} word does not make /etc/pg.conf the run directory
+        let n4 = server(40, "pgsrv /etc/pg.conf", w);
+        let four = |pid: u32| (pid == 40).then_some(3);
+        assert_eq!(
+            workdir_of(&scenario, std::slice::from_ref(&n4), four).as_deref(),
+            Some(w)
+        );
     }
 
     #[test]

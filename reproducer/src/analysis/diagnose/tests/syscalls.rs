@@ -316,3 +316,59 @@ fn a_path_in_the_run_directory_matches_the_profile_anchored_or_not() {
     let (v, why) = verdict("/srv/bb.Xy12Qz/db1/other", Some("/srv/bb.Xy12Qz"));
     assert_eq!(v, Verdict::Cause, "{why}");
 }
+
+#[test]
+fn a_path_anchored_in_production_matches_the_profile_s_unanchored_one() {
+    use crate::analysis::profile::{aggregate, FailureKey, RunData};
+    // the profile's runs did not know their run directory: the signature is unanchored
+    let mut run = RunData {
+        seconds: 10.0,
+        ..Default::default()
+    };
+    let key = FailureKey {
+        node: "db1".into(),
+        syscall: "readlink".into(),
+        errno: "EINVAL".into(),
+        path: Some("*/data".into()),
+    };
+    run.failures.insert(key, 3);
+    let baseline = BaselineRates::from_profile(aggregate(&scenario(), &[], &[run], 2.0));
+    let mut events = vec![at(9.0, Some(0), 10, exited(1))];
+    events.extend((0..3).map(|i| {
+        let path = Some("/srv/bb.Xy12Qz/db1/data");
+        at(1.0 + i as f64, Some(0), 10, failure("readlink", "EINVAL", path))
+    }));
+    let mut t = timeline(events);
+    t.dumps.push(crate::analysis::timeline::DumpInfo {
+        path: "d.tdump".into(),
+        host: "h".into(),
+        events: 4,
+        mapped_processes: 1,
+        processes: 1,
+        nodes: vec![0],
+        interfaces: Vec::new(),
+        taken_ns: 100 * SEC,
+        lost_events: 0,
+        node_starts: Vec::new(),
+        process_starts: Default::default(),
+        workdir: Some("/srv/bb.Xy12Qz".into()),
+    });
+    let d = diagnose(&t, Some(&scenario()), Some(&baseline));
+    let c = d
+        .candidates
+        .iter()
+        .find(|c| matches!(c.guess, FaultGuess::Syscall { .. }))
+        .unwrap();
+    assert_eq!(
+        c.guess,
+        FaultGuess::Syscall {
+            syscall: "readlink".into(),
+            errno: "EINVAL".into(),
+            path: Some("{workdir}/db*/data".into()),
+            raw_path: Some("/srv/bb.Xy12Qz/db1/data".into()),
+            short: None,
+            persistent: false,
+        }
+    );
+    assert_eq!(c.verdict, Verdict::Benign, "{}", c.why);
+}
