@@ -25,6 +25,16 @@ impl Draft {
     }
 }
 
+/// The path of syscall fault `fault` when it is not its candidate's (the search relaxed it).
+pub(super) fn relaxed_path<'f>(c: &Candidate, fault: &'f Fault) -> Option<&'f str> {
+    match (&c.guess, &fault.action) {
+        (FaultGuess::Syscall { path: Some(p), .. }, Action::Syscall { path: Some(r), .. }) if p != r => {
+            Some(r.as_str())
+        }
+        _ => None,
+    }
+}
+
 /// The symbol of a function spec (`binary:symbol` or `symbol`).
 pub(super) fn symbol_of(spec: &str) -> &str {
     spec.rsplit(':').next().unwrap_or(spec)
@@ -112,6 +122,17 @@ impl Search<'_> {
 
     /// Candidate `i` in words: "crash (SIGKILL) of db1", "write failing with EIO on db2".
     pub(super) fn describe(&self, i: usize) -> String {
+        self.words(i, None)
+    }
+
+    /// A fault of a draft in words: its candidate's, with the path it has when the search
+    /// relaxed production's (relax.rs).
+    pub(super) fn fault_words(&self, f: &DraftFault) -> String {
+        self.words(f.candidate, relaxed_path(self.candidates[f.candidate], &f.fault))
+    }
+
+    /// Candidate `i` in words, its path `relaxed` when the search relaxed it.
+    fn words(&self, i: usize, relaxed: Option<&str>) -> String {
         let c = self.candidates[i];
         match &c.guess {
             FaultGuess::Syscall {
@@ -127,7 +148,11 @@ impl Search<'_> {
                     .map(|b| format!("a short {syscall} of {b} bytes, then "))
                     .unwrap_or_default(),
                 if *persistent { " from then on" } else { "" },
-                path.as_ref().map(|p| format!(" ({p})")).unwrap_or_default(),
+                match (path, relaxed) {
+                    (Some(p), Some(r)) => format!(" ({r}, relaxed from production's {p})"),
+                    (Some(p), None) => format!(" ({p})"),
+                    _ => String::new(),
+                },
                 c.who
             ),
             FaultGuess::Crash { signal, .. } => format!("crash ({signal}) of {}", c.who),
@@ -151,6 +176,12 @@ impl Search<'_> {
         let c = self.candidates[f.candidate];
         let fault = &f.fault;
         let mut context = Vec::new();
+        if let (Some(relaxed), FaultGuess::Syscall { path: Some(p), .. }) = (relaxed_path(c, fault), &c.guess)
+        {
+            context.push(format!(
+                "on the path {relaxed}: production's {p} matched no call on the test bed"
+            ));
+        }
         if let Action::Syscall { nth, .. } = fault.action {
             if nth > 1 {
                 context.push(format!("at the matching call #{nth}"));
@@ -175,10 +206,6 @@ impl Search<'_> {
         } else {
             context.join(", ")
         };
-        format!(
-            "{} — {context}. Production: {}.",
-            self.describe(f.candidate),
-            c.why
-        )
+        format!("{} — {context}. Production: {}.", self.fault_words(f), c.why)
     }
 }

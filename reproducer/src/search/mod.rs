@@ -25,7 +25,8 @@
 //! The files: this one has the public types and `Search::run`, the order of the stages;
 //! `levels` the choices of levels 1–3, `minimize` the minimization, `evaluate` one
 //! candidate's turn (its run, attempt, confirmation) and the replay, `draft` the schedules in
-//! the making and their words, `nth` where the Nth-call search starts, `coverage` the groups'
+//! the making and their words, `nth` where the Nth-call search starts, `relax` the looser
+//! paths of a fault whose path matched no call, `coverage` the groups'
 //! shares and what the search tried. `batch` is the machinery of the runs made ahead and side by
 //! side: the strategy names the candidate due and those that come after it, and gets the
 //! due one's run. What the search is doing goes to a `Progress` sink, a line at a time.
@@ -56,6 +57,7 @@ mod evaluate;
 mod levels;
 mod minimize;
 mod nth;
+mod relax;
 pub mod retention;
 pub mod runner;
 

@@ -35,8 +35,9 @@ struct Fake {
     /// of those, the ones it makes before every node is ready: a fault at one of them stops
     /// the cluster from forming (the run ends not started)
     before_ready: u32,
-    /// a syscall fault naming this path matches no call (none of the node's calls is on it)
-    unmatched_path: Option<String>,
+    /// a syscall fault naming one of these paths matches no call (none of the node's calls
+    /// is on it)
+    unmatched_paths: Vec<String>,
     bug: Box<BugOracle>,
     sites: Vec<u64>,
     runs: AtomicU32,
@@ -69,7 +70,7 @@ impl Fake {
             functions: vec![Vec::new(); 3],
             calls: 10,
             before_ready: 0,
-            unmatched_path: None,
+            unmatched_paths: Vec::new(),
             bug: Box::new(bug),
             sites: Vec::new(),
             runs: AtomicU32::new(0),
@@ -102,7 +103,7 @@ impl Fake {
     /// The matching calls fault `f`'s node makes (syscall faults).
     fn matched(&self, f: &PlannedFault) -> u32 {
         match &f.action {
-            PlannedAction::Syscall { path: Some(p), .. } if self.unmatched_path.as_ref() == Some(p) => 0,
+            PlannedAction::Syscall { path: Some(p), .. } if self.unmatched_paths.contains(p) => 0,
             _ => self.calls,
         }
     }
@@ -1447,7 +1448,7 @@ fn a_fault_whose_path_matched_nothing_at_level_1_is_not_walked_at_level_2() {
     let d = diagnosis(vec![missing, candidate(on("*/data.log"), 0, 2, &[])]);
     let mut fake = Fake::new(|_, _, _| false);
     fake.calls = 3;
-    fake.unmatched_path = Some("*/missing.conf".into());
+    fake.unmatched_paths = vec!["*/missing.conf".into()];
     let lines = Lines::default();
     let (r, _out) = search_with_progress(&fake, &d, 150, 1, &lines);
     let r = r.unwrap();
@@ -1514,5 +1515,104 @@ fn the_nth_call_search_leaves_out_the_calls_made_before_every_node_was_ready() {
             "20"
         ],
         "{level2:?}"
+    );
+}
+
+/// The path a plan's first syscall fault names.
+fn syscall_path(plan: &FaultPlan) -> Option<&str> {
+    plan.faults.iter().find_map(|f| match &f.action {
+        PlannedAction::Syscall { path, .. } => path.as_deref(),
+        _ => None,
+    })
+}
+
+#[test]
+fn a_path_that_matched_no_call_is_relaxed_step_by_step_and_the_report_says_which_form_matched() {
+    let on = |path: &str| FaultGuess::Syscall {
+        syscall: "pwritev".into(),
+        errno: "ENOSPC".into(),
+        path: Some(path.into()),
+        raw_path: None,
+        short: None,
+        persistent: false,
+    };
+    // production's WAL on a filesystem of its own; the test bed keeps it in the data directory
+    let wal = "{workdir}/walfs/pg_wal/xlogtemp.*";
+    let gone = "{workdir}/gone/x.conf";
+    let d = diagnosis(vec![
+        candidate(on(gone), 0, 1, &[]),
+        candidate(on(wal), 0, 2, &[]),
+    ]);
+    let mut fake = Fake::new(|plan, fired, _| {
+        fired.iter().all(|&f| f) && syscall_path(plan) == Some("*/pg_wal/xlogtemp.*")
+    });
+    fake.unmatched_paths = [
+        wal,
+        "*/walfs/pg_wal/xlogtemp.*",
+        gone,
+        "*/gone/x.conf",
+        "*/x.conf",
+    ]
+    .map(String::from)
+    .to_vec();
+    let lines = Lines::default();
+    let (r, _out) = search_with_progress(&fake, &d, 150, 1, &lines);
+    let r = r.unwrap();
+    assert_eq!(
+        (r.outcome, r.level),
+        (Outcome::Reproduced, 1),
+        "{:?}",
+        lines.0.borrow()
+    );
+    let whats: Vec<&str> = r.attempts.iter().map(|a| a.what.as_str()).collect();
+    // the check, both at level 1, the first one's two looser forms (neither matched), then
+    // the second one's: production's directories anywhere, then the last one, which matched
+    assert_eq!(r.runs_to_first, Some(7), "{whats:?}");
+    assert!(
+        whats[3].starts_with("pwritev failing with ENOSPC (*/gone/x.conf, relaxed from production's {workdir}/gone/x.conf) on db1"),
+        "{whats:?}"
+    );
+    assert!(
+        whats[5].contains("(*/walfs/pg_wal/xlogtemp.*, relaxed from"),
+        "{whats:?}"
+    );
+    assert!(
+        whats[6].contains("(*/pg_wal/xlogtemp.*, relaxed from"),
+        "{whats:?}"
+    );
+    let schedule = r.schedule.unwrap().to_toml();
+    assert!(schedule.contains("path = \"*/pg_wal/xlogtemp.*\""), "{schedule}");
+    assert!(
+        r.chosen[0].contains("on the path */pg_wal/xlogtemp.*: production's {workdir}/walfs/pg_wal/xlogtemp.* matched no call on the test bed"),
+        "{:?}",
+        r.chosen
+    );
+}
+
+#[test]
+fn a_path_none_of_whose_forms_matched_is_not_walked_at_level_2() {
+    let gone = FaultGuess::Syscall {
+        syscall: "openat".into(),
+        errno: "ENOENT".into(),
+        path: Some("{workdir}/gone/x.conf".into()),
+        raw_path: None,
+        short: None,
+        persistent: false,
+    };
+    let d = diagnosis(vec![candidate(gone, 0, 1, &[])]);
+    let mut fake = Fake::new(|_, _, _| false);
+    fake.unmatched_paths = ["{workdir}/gone/x.conf", "*/gone/x.conf", "*/x.conf"]
+        .map(String::from)
+        .to_vec();
+    let lines = Lines::default();
+    let (r, _out) = search_with_progress(&fake, &d, 150, 1, &lines);
+    let r = r.unwrap();
+    assert_eq!(r.runs, 4, "the check, level 1, its two looser forms");
+    assert!(
+        lines.0.borrow().iter().any(|l| l.contains(
+            "level 2 skips openat failing with ENOENT ({workdir}/gone/x.conf) on db1: its path matched no call at level 1, nor did its looser forms"
+        )),
+        "{:?}",
+        lines.0.borrow()
     );
 }

@@ -38,7 +38,7 @@ mod runs;
 mod stats;
 
 pub use candidates::{candidate_functions, declared_programs, programs_after_run, Candidate, Program};
-pub use paths::{normalize_path, path_glob, unanchored, workdir_of};
+pub use paths::{normalize_path, path_glob, relaxed_forms, unanchored, workdir_of};
 pub use runs::{exits_of, run_data, ExitKey, FailureKey, GapRun, RunData};
 pub use stats::{aggregate, detach_after_calls};
 

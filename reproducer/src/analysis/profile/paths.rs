@@ -62,6 +62,43 @@ pub fn unanchored(signature: &str) -> Option<String> {
     tail.starts_with("*/").then_some(tail)
 }
 
+/// Most forms with some of production's directories tried between the whole chain of them
+/// and the file name alone (each form is one attempt of the search).
+const RELAXED_DIRECTORY_FORMS: usize = 2;
+
+/// Looser forms of a fault's path signature, tightest first, for a fault whose signature
+/// matched no call on the test bed: production's layout talking (a WAL directory on its own
+/// filesystem, `{workdir}/walfs/pg_wal/xlogtemp.*`, where the test bed keeps it inside the
+/// data directory). First production's directories anywhere (`*/walfs/pg_wal/xlogtemp.*`,
+/// when the signature is anchored in the run directory), then `*/` with fewer of the last
+/// directories (`*/pg_wal/xlogtemp.*`), then the file name pattern alone (`*/xlogtemp.*`).
+/// None for a `/proc/{pid}` path (no layout to differ), and never a form without anything
+/// literal.
+pub fn relaxed_forms(signature: &str) -> Vec<String> {
+    let parts: Vec<&str> = match (signature.strip_prefix("{workdir}/"), signature.strip_prefix("*/")) {
+        (Some(rest), _) | (None, Some(rest)) => rest.split('/').filter(|p| !p.is_empty()).collect(),
+        _ => return Vec::new(),
+    };
+    let Some((file, dirs)) = parts.split_last() else {
+        return Vec::new();
+    };
+    let literal = |p: &&str| p.chars().any(|c| c != '*');
+    let form = |from: usize| format!("*/{}", parts[from..].join("/"));
+    let mut forms = vec![form(0)];
+    let fewer: Vec<usize> = (1..dirs.len()).rev().take(RELAXED_DIRECTORY_FORMS).collect();
+    forms.extend(fewer.into_iter().rev().map(form));
+    if literal(file) {
+        forms.push(format!("*/{file}"));
+    }
+    let mut out: Vec<String> = Vec::new();
+    for f in forms {
+        if f != signature && !out.contains(&f) {
+            out.push(f);
+        }
+    }
+    out
+}
+
 /// The glob a fault's path signature stands for in a run (before `{workdir}` and the other
 /// scenario placeholders are expanded): `{pid}` is any process id.
 pub fn path_glob(signature: &str) -> String {
@@ -401,6 +438,29 @@ mod tests {
                 "{p}: {s}"
             );
         }
+    }
+
+    #[test]
+    fn a_path_is_relaxed_from_production_s_directories_to_the_file_name_alone() {
+        assert_eq!(
+            relaxed_forms("{workdir}/walfs/pg_wal/xlogtemp.*"),
+            ["*/walfs/pg_wal/xlogtemp.*", "*/pg_wal/xlogtemp.*", "*/xlogtemp.*"]
+        );
+        assert_eq!(
+            relaxed_forms("{workdir}/a/b/c/d/f"),
+            ["*/a/b/c/d/f", "*/c/d/f", "*/d/f", "*/f"],
+            "at most two forms between the whole chain and the file name"
+        );
+        assert_eq!(relaxed_forms("*/b/*"), Vec::<String>::new(), "never */*");
+        assert_eq!(relaxed_forms("*/pg_wal/xlogtemp.*"), ["*/xlogtemp.*"]);
+        assert_eq!(relaxed_forms("*/missing.conf"), Vec::<String>::new());
+        assert_eq!(relaxed_forms("/proc/{pid}/status"), Vec::<String>::new());
+        assert_eq!(relaxed_forms("{workdir}"), Vec::<String>::new());
+        // the test bed's own layout: the relaxed form finds the file the signature missed
+        let new = "/scratch/reproducer-run-x9QpLm";
+        let theirs = format!("{new}/n1/pg_wal/xlogtemp.4711");
+        assert!(!matches("{workdir}/walfs/pg_wal/xlogtemp.*", new, &theirs));
+        assert!(matches("*/pg_wal/xlogtemp.*", new, &theirs));
     }
 
     #[test]
