@@ -181,7 +181,8 @@ impl Builder<'_> {
     /// connections (`all`: every silence between nodes).
     fn partition(&self, group: &[&Silence], all: &[Silence]) -> Candidate {
         let (lo, hi) = group[0].pair;
-        let (start, end) = partition_span(group);
+        let reconnects = reconnects(group, all);
+        let (start, end) = partition_span(group, &reconnects);
         let duration_ms = (end - start) / 1_000_000;
         let flows: Vec<&FlowSides> = group.iter().filter_map(|s| s.flow.as_ref()).collect();
         let datagrams = flows.len() == group.len();
@@ -205,7 +206,7 @@ impl Builder<'_> {
         c.node = Some(node);
         c.who = node_name(self.scenario, node);
         c.occurrences = group.len() as u32;
-        let ev = evidence(group, all, (start, end));
+        let ev = evidence(group, all, &reconnects, (start, end));
         let mut support = self.flow_support(&flows, heard_at, sender);
         if ev.resumed {
             support.push("traffic resumed after it".to_string());
@@ -320,7 +321,14 @@ impl Builder<'_> {
 /// to the steadiest connection's own traffic, and what the pair's other connections
 /// (`all`) and the other direction did meanwhile. The other direction counts only for a
 /// connection whose other end is known to be watched: `all` holds a silence seen from it.
-fn evidence(group: &[&Silence], all: &[Silence], span: (u64, u64)) -> SilenceEvidence {
+/// A connection opened after the silences began (`reconnects`: at the heal, or during a
+/// silence that outlasted it) ended the partition; it never says the pair could talk.
+fn evidence(
+    group: &[&Silence],
+    all: &[Silence],
+    reconnects: &[&Silence],
+    span: (u64, u64),
+) -> SilenceEvidence {
     let (start, end) = span;
     let pair = group[0].pair;
     let names = |it: &mut dyn Iterator<Item = &Silence>| {
@@ -329,7 +337,7 @@ fn evidence(group: &[&Silence], all: &[Silence], span: (u64, u64)) -> SilenceEvi
         v.dedup();
         v
     };
-    let in_group = |s: &Silence| group.iter().any(|g| g.conn == s.conn);
+    let in_group = |s: &Silence| group.iter().chain(reconnects).any(|g| g.conn == s.conn);
     let others = || all.iter().filter(|s| s.pair == pair && !in_group(s));
     // the edges are fuzzy (stamps, a retransmission's back-off): talking in the middle counts
     let margin = (end - start) / 10;
@@ -462,13 +470,41 @@ impl Silence<'_> {
 /// been opened just then (a handshake and a message or two).
 const YOUNG_PACKETS: u64 = 4;
 
+/// The pair's connections outside `group` that began carrying packets after the group's
+/// silences began: a reconnect at the heal (a standby whose stream was torn down connects
+/// again), or one opened while an old connection's silence outlasted the cut (its
+/// retransmission back-off). Each as its first silence, whose busy stretch starts with the
+/// connection. The one rule for them, as for a member of the group opened at a window's end
+/// (`Silence::opened_after`): its opening is traffic that ends the partition, and it never
+/// contradicts it.
+fn reconnects<'s, 'e>(group: &[&'s Silence<'e>], all: &'s [Silence<'e>]) -> Vec<&'s Silence<'e>> {
+    let pair = group[0].pair;
+    let began = group.iter().map(|s| s.start).min().unwrap_or(0);
+    let mut firsts: Vec<&Silence> = Vec::new();
+    for s in all.iter().filter(|s| s.pair == pair) {
+        if group.iter().any(|g| g.conn == s.conn) {
+            continue;
+        }
+        match firsts.iter_mut().find(|f| f.conn == s.conn) {
+            Some(f) if s.start < f.start => *f = s,
+            Some(_) => {}
+            None => firsts.push(s),
+        }
+    }
+    firsts.retain(|f| f.opened_after(began));
+    firsts
+}
+
 /// When a pair's overlapping silences say no packet passed between the nodes: the longest
 /// stretch between two moments of traffic (a silence's start is its connection's last
 /// packet, a resumed silence's end its next one, a busy stretch's start its first) that
 /// every connection active before it spent silent — a connection that only began carrying
 /// packets at its end (opened during the heal) does not shorten the partition to its own
-/// overlap. Falls back to the latest start and earliest resumption when no stretch qualifies.
-fn partition_span(group: &[&Silence]) -> (u64, u64) {
+/// overlap, and a connection opened after the silences began (`reconnects`) ends it where it
+/// opened. Falls back to the latest start and earliest resumption of the group when no
+/// stretch qualifies.
+fn partition_span(members: &[&Silence], reconnects: &[&Silence]) -> (u64, u64) {
+    let group: Vec<&Silence> = members.iter().chain(reconnects).copied().collect();
     let mut moments: Vec<u64> = group.iter().map(|s| s.start).collect();
     moments.extend(group.iter().filter(|s| s.resumed).map(|s| s.end));
     moments.extend(
@@ -491,11 +527,11 @@ fn partition_span(group: &[&Silence]) -> (u64, u64) {
         .filter(|&(a, b)| silent_throughout(a, b))
         .max_by_key(|&(a, b)| (b - a, std::cmp::Reverse(a)));
     best.unwrap_or_else(|| {
-        let start = group.iter().map(|s| s.start).max().unwrap_or(0);
-        let resumed_end = group.iter().filter(|s| s.resumed).map(|s| s.end).min();
+        let start = members.iter().map(|s| s.start).max().unwrap_or(0);
+        let resumed_end = members.iter().filter(|s| s.resumed).map(|s| s.end).min();
         let end = resumed_end
             .filter(|&e| e > start)
-            .unwrap_or_else(|| group.iter().map(|s| s.end).max().unwrap_or(start));
+            .unwrap_or_else(|| members.iter().map(|s| s.end).max().unwrap_or(start));
         (start, end)
     })
 }
