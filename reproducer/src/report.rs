@@ -41,6 +41,8 @@ pub struct Summary {
     pub search_bugs: u32,
     pub search_confirm_runs: u32,
     pub interrupted: bool,
+    /// the search stopped on a run that could not run, twice: its error
+    pub error: Option<String>,
     pub schedules: u32,
     pub runs: u32,
     pub runs_to_first_bug: Option<u32>,
@@ -119,6 +121,7 @@ pub fn summary(d: &Diagnosis, r: &SearchResult) -> Summary {
         search_bugs: search.map(|c| c.bugs).unwrap_or(0),
         search_confirm_runs: search.map(|c| c.runs).unwrap_or(0),
         interrupted: r.interrupted,
+        error: r.error.clone(),
         schedules: r.schedules_tried,
         runs: r.runs,
         runs_to_first_bug: r.runs_to_first,
@@ -505,6 +508,7 @@ mod tests {
             jobs: 1,
             ranking: Vec::new(),
             groups: Vec::new(),
+            error: None,
         }
     }
 

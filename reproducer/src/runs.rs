@@ -332,6 +332,12 @@ fn reproduce_cmd(mut a: ReproduceArgs) -> Result<bool> {
             a.out.display()
         );
     }
+    if let Some(error) = &result.error {
+        bail!(
+            "the search stopped: {error}; what it found so far is in {}",
+            a.out.display()
+        );
+    }
     Ok(matches!(result.outcome, Outcome::Reproduced))
 }
 

@@ -38,7 +38,7 @@ struct Ahead {
 /// Runs of one schedule numbered from 1, each in `DIR/PREFIX-NN` (`confirm-NN` of an
 /// attempt, `run-NN` of the replay), taken in index order from a `BatchRunner`.
 pub(super) struct Repeats<'s> {
-    schedule: &'s Schedule,
+    pub schedule: &'s Schedule,
     dir: &'s Path,
     prefix: &'static str,
     /// runs made and not taken yet, with their index
@@ -55,7 +55,7 @@ impl<'s> Repeats<'s> {
         }
     }
 
-    fn dir_of(&self, k: u32) -> PathBuf {
+    pub fn dir_of(&self, k: u32) -> PathBuf {
         self.dir.join(format!("{}-{k:02}", self.prefix))
     }
 }
@@ -154,6 +154,12 @@ impl<'a> BatchRunner<'a> {
             repeats.ready.extend((k..).zip(self.run_side_by_side(&jobs)));
         }
         Ok(repeats.ready.pop_front().map(|(_, run)| run))
+    }
+
+    /// `schedule` run once more in `dir`: a run that could not run (the runner's error) is
+    /// tried again before the search gives up on it.
+    pub fn rerun(&self, schedule: &Schedule, dir: &Path) -> RunResult {
+        run_one(self.runner, self.scenario, schedule, dir)
     }
 
     /// Removes the runs of `repeats` made and not taken (surplus); their first and last

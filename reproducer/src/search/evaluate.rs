@@ -8,7 +8,7 @@ use std::path::Path;
 use anyhow::Result;
 
 use super::attempts::Attempt;
-use super::batch::Repeats;
+use super::batch::{Repeats, RunResult};
 use super::confirm::{self, Confirmation};
 use super::draft::Draft;
 use super::runner::Feedback;
@@ -86,7 +86,8 @@ impl Search<'_> {
         let (dir, run) = self
             .batch
             .next(&self.log, &schedule, upcoming, budget, |s| seen.contains_key(s))?;
-        self.runs += run.ran as u32;
+        let run = self.once_more(&schedule, &dir, run, "the attempt");
+        self.runs += self.counted(&run) as u32;
         let (fb, note) = match run.result {
             Ok(fb) => {
                 let note = fb.not_started.clone();
@@ -100,6 +101,15 @@ impl Search<'_> {
             Err(e) if trial.faults.is_empty() => return Err(e),
             Err(e) => {
                 let n = trial.faults.len();
+                let note = match run.ran {
+                    // an attempt that did not run is an error, never a result
+                    true => {
+                        let error = format!("attempt {} could not run, twice: {e:#}", self.log.next_number());
+                        self.failed = Some(error.clone());
+                        format!("not run: {error}")
+                    }
+                    false => format!("the run failed: {e:#}"),
+                };
                 // nothing is known of the run: as many matching calls as any, so that the
                 // Nth-call search does not take it for "no more calls"
                 (
@@ -108,7 +118,7 @@ impl Search<'_> {
                         matched: vec![u32::MAX; n],
                         ..Default::default()
                     },
-                    Some(format!("the run failed: {e:#}")),
+                    Some(note),
                 )
             }
         };
@@ -136,18 +146,25 @@ impl Search<'_> {
         if trial.faults.is_empty() {
             self.fault_free_attempt.get_or_insert(number);
         }
+        if let Some(error) = self.failed.clone() {
+            self.push_attempt(attempt)?;
+            return Ok(Break(Outcome::Missed(error)));
+        }
         if fb.bug && !trial.faults.is_empty() {
             let (conf, surplus) = self.confirm(&schedule, &dir)?;
             attempt.confirmation = Some(conf);
             attempt.surplus = surplus.into_iter().collect();
             self.first_bug_attempt.get_or_insert(number);
-            if self.best.as_ref().is_none_or(|(_, b)| conf.rate() > b.rate()) {
+            if conf.runs > 0 && self.best.as_ref().is_none_or(|(_, b)| conf.rate() > b.rate()) {
                 self.best = Some((trial.clone(), conf));
                 self.best_attempt = Some(number);
             }
             self.push_attempt(attempt)?;
             if self.interrupted {
                 return Ok(Break(Outcome::Missed("interrupted".into())));
+            }
+            if let Some(error) = self.failed.clone() {
+                return Ok(Break(Outcome::Missed(error)));
             }
             self.progress.line(&format!(
                 "    confirmation: {} ({}); best so far {}",
@@ -166,6 +183,26 @@ impl Search<'_> {
         }
         self.push_attempt(attempt)?;
         Ok(Continue(fb))
+    }
+
+    /// `run` (of `schedule` in `dir`, for `what`), or, when it could not run (the runner's
+    /// error: a binary that cannot start, a test bed that failed to set up), the same run
+    /// made once more. What still fails then is the caller's to stop on.
+    fn once_more(&mut self, schedule: &Schedule, dir: &Path, run: RunResult, what: &str) -> RunResult {
+        match &run.result {
+            Err(e) if run.ran && !self.runner.interrupted() => {
+                self.progress
+                    .line(&format!("    {what} could not run ({e:#}): running it once more"));
+                self.batch.rerun(schedule, dir)
+            }
+            _ => run,
+        }
+    }
+
+    /// Whether `run` counts against the budget: it ran, and did not fail to run (one that
+    /// Ctrl-C cut short ran).
+    fn counted(&self, run: &RunResult) -> bool {
+        run.ran && (run.result.is_ok() || self.runner.interrupted())
     }
 
     /// Records an attempt; the runs of the best, of the first bug and of the fault-free
@@ -235,17 +272,23 @@ impl Search<'_> {
             let Some(run) = self.batch.repeat(&mut repeats, k, left)? else {
                 return Ok(None);
             };
-            self.runs += run.ran as u32;
+            let run = self.once_more(repeats.schedule, &repeats.dir_of(k), run, "a confirmation run");
+            self.runs += self.counted(&run) as u32;
             let fb = match run.result {
                 Ok(fb) => fb,
                 Err(_) if self.runner.interrupted() => {
                     self.interrupted = true;
                     return Ok(None);
                 }
+                // a run that did not run is no "bug no": the test stops, and the search
                 Err(e) => {
-                    self.progress
-                        .line(&format!("    confirming: run {k}: the run failed: {e:#}"));
-                    Feedback::default()
+                    let error = format!(
+                        "confirmation run {k} of {} could not run, twice: {e:#}",
+                        dir.display()
+                    );
+                    self.progress.line(&format!("    confirming: {error}"));
+                    self.failed = Some(error);
+                    return Ok(None);
                 }
             };
             self.progress.line(&format!(
@@ -294,16 +337,19 @@ impl Search<'_> {
             let Some(run) = self.batch.repeat(&mut repeats, k, REPLAY_RUNS - k + 1)? else {
                 break;
             };
+            let run = self.once_more(schedule, &repeats.dir_of(k), run, "a replay run");
             let bug = match run.result {
                 Ok(fb) => fb.bug,
                 Err(_) if self.runner.interrupted() => {
                     self.interrupted = true;
                     break;
                 }
+                // counted neither way: the replay stops short, and the search with it
                 Err(e) => {
-                    self.progress
-                        .line(&format!("    replay: run {k}: the run failed: {e:#}"));
-                    false
+                    let error = format!("replay run {k} of {} could not run, twice: {e:#}", dir.display());
+                    self.progress.line(&format!("    replay: {error}"));
+                    self.failed = Some(error);
+                    break;
                 }
             };
             bugs += bug as u32;

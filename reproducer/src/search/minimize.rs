@@ -70,14 +70,21 @@ impl Search<'_> {
 
     /// Confirms `trial` with the sequential test; None when it does not meet the target.
     fn try_minimal(&mut self, trial: &Draft, what: String) -> Result<Option<Confirmation>> {
+        if self.failed.is_some() || self.interrupted {
+            // a confirmation that could not run says nothing of what the schedule needs
+            return Ok(None);
+        }
         let schedule = trial.schedule();
         let dir = self.log.next_dir(&schedule)?;
         let (conf, surplus) = self.confirm(&schedule, &dir)?;
+        let verdict = match (&self.failed, conf.met) {
+            (Some(_), _) => "not decided: a run could not run",
+            (None, true) => "not needed",
+            (None, false) => "needed",
+        };
         self.progress.line(&format!(
-            "[minimize | run {}/{}] {what}: {}",
-            self.runs,
-            self.cfg.max_runs,
-            if conf.met { "not needed" } else { "needed" }
+            "[minimize | run {}/{}] {what}: {verdict}",
+            self.runs, self.cfg.max_runs,
         ));
         let number = self.log.next_number();
         if conf.met {
@@ -93,12 +100,12 @@ impl Search<'_> {
             fired: String::new(),
             confirmation: Some(conf),
             dir,
-            note: None,
+            note: self.failed.as_ref().map(|e| format!("not run: {e}")),
             runs_pruned: false,
             timelines: Vec::new(),
             surplus: surplus.into_iter().collect(),
         };
         self.push_attempt(attempt)?;
-        Ok(conf.met.then_some(conf))
+        Ok((conf.met && self.failed.is_none()).then_some(conf))
     }
 }

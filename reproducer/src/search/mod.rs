@@ -132,6 +132,9 @@ pub struct SearchResult {
     pub ranking: Vec<coverage::CandidateTried>,
     /// the groups of trials and why each stopped
     pub groups: Vec<coverage::GroupStop>,
+    /// the search stopped on a run that could not run, twice: its error (an attempt that did
+    /// not run is an error, never a result)
+    pub error: Option<String>,
 }
 
 impl SearchResult {
@@ -205,6 +208,8 @@ pub struct Search<'a> {
     /// the fault-free check's attempt: a run without the bug that the causal chain
     /// compares with (kept within the byte budget)
     fault_free_attempt: Option<u32>,
+    /// a run could not run, twice: the search stops with this error
+    failed: Option<String>,
 }
 
 impl<'a> Search<'a> {
@@ -245,6 +250,7 @@ impl<'a> Search<'a> {
             handover: None,
             groups: Vec::new(),
             fault_free_attempt: None,
+            failed: None,
         })
     }
 
@@ -290,9 +296,9 @@ impl<'a> Search<'a> {
         let (draft, confirmation) = match self.best.clone() {
             Some((accepted, accepted_conf)) if matches!(outcome, Outcome::Reproduced) => {
                 let (mut draft, mut conf) = self.minimize(accepted.clone(), accepted_conf, &mut minimized)?;
-                if !self.interrupted {
+                if !self.interrupted && self.failed.is_none() {
                     let mut r = self.replay(&draft.schedule(), "replay")?;
-                    if !r.met && !minimized.is_empty() && !self.interrupted {
+                    if !r.met && !minimized.is_empty() && !self.interrupted && self.failed.is_none() {
                         if let Some(whole) = self.replay_unminimized(&accepted, &r, &mut minimized)? {
                             (draft, conf, r) = (accepted, accepted_conf, whole);
                         }
@@ -317,6 +323,8 @@ impl<'a> Search<'a> {
                 self.runs,
                 self.best_words()
             ));
+        } else if let Some(e) = &self.failed {
+            outcome = Outcome::Missed(format!("stopped: {e}; {}", self.best_words()));
         }
         let chosen = draft
             .iter()
@@ -361,6 +369,7 @@ impl<'a> Search<'a> {
             jobs: self.cfg.jobs.max(1),
             ranking,
             groups: std::mem::take(&mut self.groups),
+            error: self.failed.take(),
         })
     }
 

@@ -644,12 +644,14 @@ fn a_fault_that_stops_a_node_from_starting_is_a_result_and_the_search_goes_on() 
         persistent: false,
     };
     let d = diagnosis(vec![candidate(eperm, 0, 1, &[])]);
-    // the 1st and 2nd prctl are start-up calls: failing them stops db1 (or breaks the run)
+    // the 1st and 2nd prctl are start-up calls: failing them stops db1; the first try of the
+    // 2nd could not run at all (a test bed that hiccuped), its second try ran
     let mut fake = Fake::new(|plan, _, _| syscall_nth(plan) == 3);
-    fake.breaks = Box::new(|plan, _| {
+    let hiccuped = std::sync::atomic::AtomicBool::new(false);
+    fake.breaks = Box::new(move |plan, _| {
         match syscall_nth(plan) {
+        2 if !hiccuped.swap(true, Ordering::SeqCst) => Some(Err("the test bed hiccuped".into())),
         1 => Some(Ok("node db1 exited (exit status: 1) before it was ready; fault 1 fired in pid 77 before it was ready".into())),
-        2 => Some(Err("the test bed hiccuped".into())),
         _ => None,
     }
     });
@@ -661,14 +663,21 @@ fn a_fault_that_stops_a_node_from_starting_is_a_result_and_the_search_goes_on() 
         "the Nth-call search moved past the start-up calls"
     );
     let notes: Vec<&str> = r.attempts.iter().filter_map(|a| a.note.as_deref()).collect();
-    assert_eq!(notes.len(), 2, "{:?}", r.attempts);
+    assert_eq!(
+        notes.len(),
+        1,
+        "the try that could not run is no result: {:?}",
+        r.attempts
+    );
     assert!(
         notes[0].contains("node db1 exited") && notes[0].contains("fault 1 fired in pid 77"),
         "{notes:?}"
     );
-    assert!(
-        notes[1].contains("the run failed: the test bed hiccuped"),
-        "{notes:?}"
+    assert_eq!(r.error, None);
+    assert_eq!(
+        fake.runs(),
+        r.runs + 1 + REPLAY_RUNS,
+        "one run made again, not counted"
     );
     assert!(r.attempts.iter().filter(|a| a.note.is_some()).all(|a| !a.bug));
     let log = std::fs::read_to_string(out.path().join("attempts.json")).unwrap();
@@ -1615,4 +1624,82 @@ fn a_path_none_of_whose_forms_matched_is_not_walked_at_level_2() {
         "{:?}",
         lines.0.borrow()
     );
+}
+
+#[test]
+fn an_attempt_that_cannot_start_is_run_once_more_then_stops_the_search_with_its_error() {
+    let d = diagnosis(vec![candidate(crash(), 0, 1, &[]), candidate(crash(), 1, 2, &[])]);
+    let mut fake = Fake::new(|plan, _, _| !plan.is_empty());
+    fake.breaks =
+        Box::new(|plan, _| (!plan.is_empty()).then(|| Err("reproducer (deleted): No such file".into())));
+    let lines = Lines::default();
+    let (r, out) = search_with_progress(&fake, &d, 150, 1, &lines);
+    let r = r.unwrap();
+    let error = r.error.clone().expect("the search stopped on an error");
+    assert!(
+        error.starts_with("attempt 2 could not run, twice: reproducer (deleted)"),
+        "{error}"
+    );
+    let Outcome::Missed(why) = &r.outcome else {
+        panic!("{:?}", r.outcome)
+    };
+    assert!(
+        why.starts_with("stopped: attempt 2 could not run, twice"),
+        "{why}"
+    );
+    assert_eq!(
+        fake.runs(),
+        3,
+        "the check, the attempt and its second try; nothing after"
+    );
+    assert_eq!(r.runs, 1, "runs that did not run are not counted");
+    let last = r.attempts.last().unwrap();
+    assert!(
+        !last.bug && last.note.as_deref().unwrap().starts_with("not run: "),
+        "{last:?}"
+    );
+    assert!(
+        lines.0.borrow().iter().any(|l| l.contains(
+            "the attempt could not run (reproducer (deleted): No such file): running it once more"
+        )),
+        "{:?}",
+        lines.0.borrow()
+    );
+    assert!(out.path().join("attempts.json").exists());
+}
+
+#[test]
+fn a_confirmation_or_replay_run_that_cannot_start_is_never_counted_as_bug_no() {
+    let d = diagnosis(vec![candidate(crash(), 0, 1, &[])]);
+    // runs 1 the check, 2 the attempt, 3.. its confirmation: the 3rd of those cannot start
+    let mut fake = Fake::new(|plan, _, _| !plan.is_empty());
+    fake.breaks = Box::new(|_, run| (run == 5 || run == 6).then(|| Err("cannot start".into())));
+    let r = search(&mut fake, &d, 150).0.unwrap();
+    let conf = r.confirmation.unwrap();
+    assert_eq!((conf.bugs, conf.runs, conf.met), (2, 2, false), "{conf:?}");
+    assert!(
+        r.error.as_deref().unwrap().starts_with("confirmation run 3 of "),
+        "{:?}",
+        r.error
+    );
+    assert!(r.replay.is_none());
+    // confirmed (runs 3-9), then the replay's 3rd run (12, and 13 once more) cannot start
+    let mut fake = Fake::new(|plan, _, _| !plan.is_empty());
+    fake.breaks = Box::new(|_, run| (run == 12 || run == 13).then(|| Err("cannot start".into())));
+    let r = search(&mut fake, &d, 150).0.unwrap();
+    let replay = r.replay.unwrap();
+    assert_eq!(
+        (replay.bugs, replay.runs, replay.met),
+        (2, 2, false),
+        "{replay:?}"
+    );
+    assert!(
+        r.error.as_deref().unwrap().starts_with("replay run 3 of "),
+        "{:?}",
+        r.error
+    );
+    let Outcome::Missed(why) = &r.outcome else {
+        panic!("{:?}", r.outcome)
+    };
+    assert!(why.starts_with("stopped: replay run 3"), "{why}");
 }

@@ -98,10 +98,12 @@ impl Engine {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return Err(e).with_context(|| format!("removing an old {}", report.display())),
         }
-        let exe = std::env::current_exe().context("this program's path")?;
+        let exe = this_program()?;
         let ended = match self {
             Engine::Local => {
-                let mut cmd = Command::new(&exe);
+                // the binary this process runs, even when a rebuild or an upgrade has
+                // replaced its file since (its path then names the new one, or nothing)
+                let mut cmd = Command::new(SELF_EXE);
                 cmd.arg("run-attempt")
                     .arg("--spec")
                     .arg(spec)
@@ -135,6 +137,21 @@ impl Engine {
         };
         read_back(&report, ended, spec, grace)
     }
+}
+
+/// The running program's own file, whatever has happened to its path since it started.
+const SELF_EXE: &str = "/proc/self/exe";
+
+/// This program's path, for the attempts an engine runs elsewhere (its file there is the
+/// one now at that path): the kernel's name for it without the " (deleted)" it gets when
+/// the file was replaced.
+fn this_program() -> Result<std::path::PathBuf> {
+    let exe = std::env::current_exe().context("this program's path")?;
+    let text = exe.to_string_lossy();
+    Ok(match text.strip_suffix(" (deleted)") {
+        Some(path) => path.into(),
+        None => exe,
+    })
 }
 
 /// Runs `cmd` (named `what` in errors) to its end, its stderr collected; a Ctrl-C reaches
