@@ -21,12 +21,16 @@
  *   eventgen chdir DIR             fails openat("before"), chdir(DIR), a forked child fails
  *                                  openat("child-missing"); then fchdir() into DIR's "sub"
  *                                  and fails openat("fchdir-missing") (all relative)
+ *   eventgen crash-handler PATH    fails openat(PATH), then aborts: its SIGABRT handler forks
+ *                                  two helpers that each fail two execve()s and exit 1, waits
+ *                                  for them, and dies of the SIGABRT (a backtrace printer)
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -141,6 +145,24 @@ static int threads(int n)
 	exit(3);
 }
 
+/* A fatal-signal handler as servers have them: helpers forked to print a backtrace, which
+ * fail to find their program and exit 1; then the default action. */
+static void crash_handler(int sig)
+{
+	static char *const none[] = { "helper", NULL };
+	for (int i = 0; i < 2; i++) {
+		pid_t pid = fork();
+		if (pid == 0) {
+			execve("/nonexistent-a/eventgen-helper", none, none + 1);
+			execve("/nonexistent-b/eventgen-helper", none, none + 1);
+			_exit(1);
+		}
+		waitpid(pid, NULL, 0);
+	}
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
@@ -233,6 +255,11 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(mode, "threads"))
 		return threads(atoi(argv[2]));
+	if (!strcmp(mode, "crash-handler")) {
+		openat(AT_FDCWD, argv[2], O_RDONLY);
+		signal(SIGABRT, crash_handler);
+		abort();
+	}
 	fprintf(stderr, "eventgen: unknown mode %s\n", mode);
 	return 2;
 }

@@ -284,3 +284,72 @@ fn bad_input_gets_one_clear_line() {
         "--target-rate",
     );
 }
+
+/// A server that fails a call, then aborts: its SIGABRT handler forks two helpers that fail
+/// their execve()s along a PATH and exit 1, then it dies of the SIGABRT. The dump the real
+/// daemon writes of it: the crash is the one symptom, the failed open the one cause, and
+/// the helpers are part of the crash.
+#[test]
+#[ignore = "system test: needs root (loads BPF programs, creates namespaces); scripts/test runs it"]
+fn what_a_crash_handler_forks_is_part_of_the_crash() {
+    require_root();
+    let server = eventgen_as("eg_crash_h");
+    let d = Daemon::start(&["--target-comm", "eg_crash_h"]);
+    let status = Command::new(&server)
+        .args(["crash-handler", "/nonexistent/crash/redo.log"])
+        .status()
+        .unwrap();
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(status.signal(), Some(libc::SIGABRT), "{status}");
+    std::thread::sleep(Duration::from_millis(200));
+    let dump = d.dump();
+    let sc = d.dir.path().join("crash.toml");
+    std::fs::write(
+        &sc,
+        format!(
+            "name = \"crash\"\n[[nodes]]\nname = \"db\"\ncommand = [\"{}\", \"crash-handler\", \"/nonexistent/crash/redo.log\"]\n\
+             [workload]\ncommand = [\"true\"]\n[oracle]\ncommand = [\"true\"]\n",
+            server.display()
+        ),
+    )
+    .unwrap();
+    let out = reproducer(&[
+        "diagnose",
+        "--scenario",
+        sc.to_str().unwrap(),
+        "--trace",
+        dump.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let symptoms: Vec<&str> = json["symptoms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["what"].as_str().unwrap())
+        .collect();
+    // "(core dumped)" or not, as the core limit says
+    assert!(
+        symptoms.len() == 1 && symptoms[0].starts_with("died of SIGABRT"),
+        "{json:#}"
+    );
+    let calls: Vec<String> = json["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["guess"]["kind"] == "syscall")
+        .map(|c| format!("{} {}", c["guess"]["syscall"], c["guess"]["raw_path"]))
+        .collect();
+    // no profile: the loader's probes at start stay candidates; the helpers' execve()s do not
+    assert!(
+        calls.contains(&"\"openat\" \"/nonexistent/crash/redo.log\"".to_string()),
+        "{calls:?}"
+    );
+    assert!(!calls.iter().any(|c| c.starts_with("\"execve\"")), "{calls:?}");
+    let notes = json["notes"].to_string();
+    assert!(
+        notes.contains("part of the crash of db") && notes.contains(": 2 exit(s), 4 failed call(s)"),
+        "{notes}"
+    );
+}

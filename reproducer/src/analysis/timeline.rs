@@ -38,6 +38,8 @@ pub struct DumpInfo {
     pub lost_events: u64,
     /// pid -> wall-clock time its process started (exec or fork), from the dump's process table
     pub process_starts: HashMap<u32, u64>,
+    /// pid -> its parent's pid, from the dump's process table (who forked a crash's helpers)
+    pub parents: HashMap<u32, u32>,
     /// (node, wall-clock start of its first process in the dump), ascending by node: where
     /// the node's start-up began (the diagnosis tells start-up exits from later ones)
     pub node_starts: Vec<(usize, u64)>,
@@ -200,6 +202,7 @@ impl Timeline {
                 .filter(|p| p.start_ns > 0)
                 .map(|p| (p.pid, meta.clock.realtime_of(p.start_ns)))
                 .collect(),
+            parents: meta.processes.iter().map(|p| (p.pid, p.ppid)).collect(),
             node_starts: node_starts.into_iter().collect(),
             workdir: scenario
                 .and_then(|s| super::profile::workdir_of(s, &meta.processes, |pid| map.node(pid))),

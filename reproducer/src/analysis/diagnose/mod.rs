@@ -13,8 +13,8 @@
 //!
 //! This file holds the types, the `Builder` the rules add to, and the passes in the order
 //! `diagnose_with` runs them; each rule family is a file of its own: `process.rs`,
-//! `network.rs`, `syscalls.rs`, `storage.rs`, `explain.rs`, `preceding.rs`, `score.rs`, and
-//! `render.rs` for the text.
+//! `crash.rs`, `network.rs`, `syscalls.rs`, `storage.rs`, `explain.rs`, `preceding.rs`,
+//! `score.rs`, and `render.rs` for the text.
 use std::collections::HashMap;
 
 use serde::Serialize;
@@ -25,6 +25,7 @@ use super::profile::normalize_path;
 use super::timeline::{TimedEvent, Timeline};
 use crate::model::scenario::Scenario;
 
+mod crash;
 mod explain;
 mod flows;
 mod network;
@@ -311,6 +312,8 @@ struct Builder<'a> {
     peers: PeerMap,
     /// deaths taken as norms (fault-free runs show them): (who, program, status, phase) -> how many
     routine_exits: std::collections::BTreeMap<(String, String, String, String), u32>,
+    /// what the crashes' handling did (crash.rs): neither symptoms nor causes
+    crash: crash::Crashes,
 }
 
 impl Builder<'_> {
@@ -381,14 +384,18 @@ fn diagnose_with(
         notes: Vec::new(),
         nodes_of_pid: HashMap::new(),
         routine_exits: Default::default(),
+        crash: Default::default(),
         peers: scenario
             .map(|s| network::peer_map(timeline, s))
             .unwrap_or_default(),
     };
+    // crash.rs: what a crashing process forked while dying is part of its crash
+    b.crashes();
     // process.rs: pauses and kills from outside are faults, own deaths and exits symptoms
     // (those fault-free runs show too are norms)
     b.process_states();
     b.note_routine_exits();
+    b.note_crash_parts();
     // network.rs: silences between nodes, set aside as idle or merged into partitions
     b.gaps();
     // explain.rs: a partition during a pause or right after a crash of one end is its doing

@@ -20,7 +20,7 @@ impl Builder<'_> {
             let What::ProcessState(p) = &t.event.what else {
                 continue;
             };
-            if self.scenario.is_some() && t.node.is_none() {
+            if (self.scenario.is_some() && t.node.is_none()) || self.crash.is_helper(t) {
                 continue;
             }
             let pid = t.event.pid;

@@ -156,6 +156,7 @@ mod tests {
             taken_ns: 100 * S,
             lost_events: 0,
             process_starts: Default::default(),
+            parents: Default::default(),
             node_starts: Vec::new(),
             workdir: None,
         };

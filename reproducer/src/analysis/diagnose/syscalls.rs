@@ -60,10 +60,12 @@ impl Builder<'_> {
                     .is_some_and(|&d| d >= e.at_ns && d - e.at_ns <= KILLED_IN_CALL_NS)
         };
         let workdirs: Vec<Option<&str>> = self.timeline.dumps.iter().map(|d| d.workdir.as_deref()).collect();
+        let crash = &self.crash;
         let groups = failure_groups(
             &self.timeline.events,
             self.scenario.is_some(),
             &workdirs,
+            |t| crash.contains(t),
             killed_in_call,
         );
         // the rate is judged on what happened before the first symptom, not on its aftermath
@@ -246,19 +248,21 @@ fn failure_key<'e, P>(
 
 /// The failed syscalls of `events` grouped by signature, in the order of each signature's
 /// first event (so that equal ranks keep one order); `killed_in_call` tells an event cut
-/// short by its process's death. With a scenario, failures of no node are left out. Events
+/// short by its process's death. With a scenario, failures of no node are left out, and so
+/// are those `part_of_crash` says a crash's handling made. Events
 /// group first by exact path (one look-up per event), and those groups merge by normalized
 /// path (one normalization per distinct path; `workdirs`: each dump's run directory).
 fn failure_groups<'e>(
     events: &'e [TimedEvent],
     scenario: bool,
     workdirs: &[Option<&str>],
+    part_of_crash: impl Fn(&TimedEvent) -> bool,
     killed_in_call: impl Fn(&TimedEvent) -> bool,
 ) -> Vec<FailureGroup<'e>> {
     let mut exact: Vec<(&TimedEvent, Vec<u64>, bool)> = Vec::new();
     let mut exact_of: HashMap<FailureKey<&str>, usize> = HashMap::new();
     for t in events {
-        if scenario && t.node.is_none() {
+        if (scenario && t.node.is_none()) || part_of_crash(t) {
             continue;
         }
         let Some(key) = failure_key(t, scenario, |p| p) else {

@@ -224,6 +224,7 @@ pub mod three_nodes {
             taken_ns: DUMP_AT,
             lost_events: 0,
             process_starts: Default::default(),
+            parents: Default::default(),
             node_starts: Vec::new(),
             workdir: None,
         };

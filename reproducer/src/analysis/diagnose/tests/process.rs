@@ -71,6 +71,7 @@ fn started_at_1s(events: Vec<TimedEvent>) -> Timeline {
         lost_events: 0,
         node_starts: vec![(0, SEC), (1, SEC)],
         process_starts: Default::default(),
+        parents: Default::default(),
         workdir: None,
     });
     t
@@ -159,4 +160,119 @@ fn a_fault_free_runs_own_trace_shows_no_symptom_from_its_routine_exits() {
     let d = diagnose(&started_at_1s(run), Some(&scenario()), Some(&baseline));
     assert!(d.symptoms.is_empty(), "{:?}", d.symptoms);
     assert!(baseline.exits.iter().all(|(_, program, _, _)| program != "kv"));
+}
+
+/// A server (db1, pid 10) whose flush fails with EIO at 20 s: it aborts, and its fatal-signal
+/// handler forks two backtrace printers (pids 11, 12) that try `execve` along PATH and exit
+/// 1 before the server dies of its SIGABRT at 20.7 s. A worker it forked long before (pid
+/// 13) failed a call of its own at 2 s.
+fn aborted_after_a_failed_flush() -> Timeline {
+    let helper = |secs: f64, pid: u32, what: What| exit_of(secs, 0, pid, "addr2line", what);
+    let mut t = timeline(vec![
+        at(
+            2.0,
+            Some(0),
+            13,
+            failure("openat", "ENOENT", Some("/etc/kv/extra.conf")),
+        ),
+        at(
+            20.0,
+            Some(0),
+            10,
+            failure("fdatasync", "EIO", Some("/srv/kv/redo.log")),
+        ),
+        helper(
+            20.21,
+            11,
+            failure("execve", "ENOENT", Some("/usr/local/sbin/addr2line")),
+        ),
+        helper(
+            20.22,
+            11,
+            failure("execve", "EACCES", Some("/root/bin/addr2line")),
+        ),
+        helper(20.3, 11, exited(1)),
+        helper(
+            20.51,
+            12,
+            failure("execve", "ENOENT", Some("/usr/local/sbin/addr2line")),
+        ),
+        helper(
+            20.52,
+            12,
+            failure("newfstatat", "ENOENT", Some("/usr/lib/debug/kv")),
+        ),
+        helper(20.6, 12, exited(1)),
+        at(20.65, Some(0), 10, failure("wait4", "EINTR", None)),
+        at(20.7, Some(0), 10, killed(libc::SIGABRT, Some(10))),
+    ]);
+    let secs = |s: f64| (s * SEC as f64) as u64;
+    t.dumps.push(crate::analysis::timeline::DumpInfo {
+        path: "d.tdump".into(),
+        host: "h".into(),
+        events: t.events.len(),
+        mapped_processes: 4,
+        processes: 4,
+        nodes: vec![0],
+        interfaces: Vec::new(),
+        taken_ns: 30 * SEC,
+        lost_events: 0,
+        node_starts: vec![(0, SEC)],
+        process_starts: [
+            (10, secs(1.0)),
+            (13, secs(1.5)),
+            (11, secs(20.2)),
+            (12, secs(20.5)),
+        ]
+        .into(),
+        parents: [(10, 1), (13, 10), (11, 10), (12, 10)].into(),
+        workdir: None,
+    });
+    t
+}
+
+#[test]
+fn what_a_crashing_process_forks_while_dying_is_part_of_its_crash() {
+    let d = diagnose(&aborted_after_a_failed_flush(), Some(&scenario()), None);
+    let symptoms: Vec<(&str, &str)> = d
+        .symptoms
+        .iter()
+        .map(|s| (s.who.as_str(), s.what.as_str()))
+        .collect();
+    assert_eq!(
+        symptoms,
+        [("db1", "died of SIGABRT")],
+        "the crash is the symptom, not its helpers' exits"
+    );
+    let calls: Vec<(&str, &str)> = d
+        .candidates
+        .iter()
+        .filter_map(|c| match &c.guess {
+            FaultGuess::Syscall { syscall, errno, .. } => Some((syscall.as_str(), errno.as_str())),
+            _ => None,
+        })
+        .collect();
+    // the helpers' failed calls and the handler's own are no candidates; the worker forked
+    // long before is no helper
+    assert_eq!(
+        calls,
+        [("openat", "ENOENT"), ("fdatasync", "EIO")],
+        "{:#?}",
+        d.candidates
+    );
+    assert!(
+        d.candidates.iter().all(|c| c.verdict == Verdict::Cause),
+        "{:#?}",
+        d.candidates
+    );
+    let note = d
+        .notes
+        .iter()
+        .find(|n| n.starts_with("part of the crash of db1 (pid 10)"));
+    assert_eq!(
+        note.map(String::as_str),
+        Some("part of the crash of db1 (pid 10), not symptoms or causes: what it forked while dying (addr2line): 2 exit(s), 4 failed call(s)"),
+        "{:?}",
+        d.notes
+    );
 }

@@ -21,6 +21,7 @@ fn lost_events_are_a_note_and_render_lists_every_part() {
         taken_ns: 3 * SEC,
         lost_events: 7,
         process_starts: Default::default(),
+        parents: Default::default(),
         node_starts: Vec::new(),
         workdir: None,
     });

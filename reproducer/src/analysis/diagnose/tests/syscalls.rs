@@ -296,6 +296,7 @@ fn a_path_in_the_run_directory_matches_the_profile_anchored_or_not() {
             lost_events: 0,
             node_starts: Vec::new(),
             process_starts: Default::default(),
+            parents: Default::default(),
             workdir: workdir.map(String::from),
         });
         let d = diagnose(&t, Some(&scenario()), Some(&baseline));
@@ -351,6 +352,7 @@ fn a_path_anchored_in_production_matches_the_profile_s_unanchored_one() {
         lost_events: 0,
         node_starts: Vec::new(),
         process_starts: Default::default(),
+        parents: Default::default(),
         workdir: Some("/srv/bb.Xy12Qz".into()),
     });
     let d = diagnose(&t, Some(&scenario()), Some(&baseline));
