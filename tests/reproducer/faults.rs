@@ -1,6 +1,6 @@
 //! One test per precision claim of the injected faults, each against tests/programs/faulty.c:
-//! failed syscalls by count, path, function context, node (forked children, restarts) and
-//! thread, persistent and short ones; crashes at a function's entry or at an offset inside
+//! failed syscalls by count (from the node's start, or once every node is ready), path,
+//! function context, node (forked children, restarts) and thread, persistent and short ones; crashes at a function's entry or at an offset inside
 //! it; pauses; a second fault that waits for the first. Each asserts the replay rate (10/10)
 //! and, from a kept run, that the fault fired at the right point.
 
@@ -303,6 +303,28 @@ command = ["sh", "-c", "[ $(grep -c 'No space' {workdir}/n1.log) -eq 1 ] && [ $(
 "#.to_string();
     let schedule = "[[faults]]\nnode = \"n1\"\nkind = \"syscall\"\nsyscall = \"write\"\nerrno = \"ENOSPC\"\npath = \"{workdir}/n1/a\"\nnth = 7\n";
     replay_and_keep(&scenario, schedule);
+}
+
+#[test]
+#[ignore = "system test: needs root (loads BPF programs, creates namespaces); scripts/test runs it"]
+fn a_fault_counted_after_ready_leaves_the_start_up_calls_alone() {
+    // the node writes a five times while it starts (its ready check waits for them), then
+    // five times more once the workload says go: the 2nd write to a after ready is the 7th
+    let scenario = r#"name = "after-ready"
+[[nodes]]
+name = "n1"
+command = ["sh", "-c", "FAULTY writes {workdir}/n1; while [ ! -e {workdir}/go ]; do sleep 0.05; done; echo go; exec FAULTY writes {workdir}/n1"]
+ready = ["grep", "-q", "write 5 to b", "{workdir}/n1.log"]
+[workload]
+command = ["sh", "-c", "touch {workdir}/go; for i in $(seq 200); do [ $(grep -c 'write 5 to b' {workdir}/n1.log) -ge 2 ] && exit 0; sleep 0.05; done; exit 1"]
+[oracle]
+command = ["sh", "-c", "[ $(grep -c 'No space' {workdir}/n1.log) -eq 1 ] && sed -n '/^go$/,$p' {workdir}/n1.log | grep -q 'write 2 to a: No space'"]
+"#.to_string();
+    let schedule = "[[faults]]\nnode = \"n1\"\nkind = \"syscall\"\nsyscall = \"write\"\nerrno = \"ENOSPC\"\npath = \"{workdir}/n1/a\"\nnth = 2\nafter_ready = true\n";
+    let (_, workdir) = replay_and_keep(&scenario, schedule);
+    let report = run_json(&workdir);
+    assert_eq!(report["matched_at_ready"][0], 0, "{report:#}");
+    let _ = std::fs::remove_dir_all(&workdir);
 }
 
 #[test]

@@ -83,6 +83,9 @@ pub const SHORT_SYSCALLS: [&str; 2] = ["write", "pwrite64"];
 pub struct Context {
     pub after_functions: Vec<String>,
     pub offset: Option<u64>,
+    /// syscall faults: the Nth matching call is counted among the calls made once every node
+    /// is ready, not from its node's start (production's failure came after start-up)
+    pub after_ready: bool,
 }
 
 /// What a fault does.
@@ -193,6 +196,8 @@ struct Entry {
     after_functions: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     offset: Option<u64>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    after_ready: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     signal: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -240,6 +245,7 @@ impl Entry {
             ("nth", self.nth.is_some_and(|n| n != 1)),
             ("short", self.short.is_some()),
             ("until", self.until.is_some()),
+            ("after_ready", self.after_ready),
         ];
         if kind != FaultKind::Syscall {
             for (field, present) in syscall_only {
@@ -313,6 +319,7 @@ impl Entry {
         let context = Context {
             after_functions: self.after_functions,
             offset: self.offset,
+            after_ready: self.after_ready,
         };
         Ok(Fault {
             node: self.node,
@@ -361,6 +368,7 @@ impl Entry {
             until: None,
             after_functions: f.context.after_functions.clone(),
             offset: f.context.offset,
+            after_ready: f.context.after_ready,
             signal: None,
             duration_ms: None,
             peers: Vec::new(),
@@ -493,7 +501,8 @@ direction = "out"
             s.faults[1].context,
             Context {
                 after_functions: vec!["a".into(), "b".into()],
-                offset: Some(12)
+                offset: Some(12),
+                after_ready: false,
             }
         );
         assert_eq!(
@@ -563,6 +572,20 @@ direction = "out"
         let e = error("[[faults]]\nnode = \"a\"\nkind = \"explode\"\n");
         assert!(
             e.starts_with("schedule s.toml, line 3:") && e.contains("explode"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_syscall_fault_may_count_its_calls_after_ready_and_nothing_else_may() {
+        let text = "[[faults]]\nnode = \"a\"\nkind = \"syscall\"\nsyscall = \"fdatasync\"\nerrno = \"EIO\"\nafter_ready = true\n";
+        let s = Schedule::parse(text, "s.toml").unwrap();
+        assert!(s.faults[0].context.after_ready);
+        assert!(s.to_toml().contains("after_ready = true\n"), "{}", s.to_toml());
+        assert_eq!(Schedule::parse(&s.to_toml(), "t").unwrap(), s);
+        let e = error("[[faults]]\nnode = \"a\"\nkind = \"crash\"\nafter_ready = true\n");
+        assert!(
+            e.contains("line 4") && e.contains("after_ready applies to syscall faults only"),
             "{e}"
         );
     }

@@ -11,12 +11,19 @@ use std::path::PathBuf;
 use anyhow::bail;
 
 use super::draft::{symbol_of, Draft};
-use super::nth::{nth_start, NthBounds};
+use super::nth::{nth_after_ready, nth_start, NthBounds};
 use super::runner::Feedback;
 use super::{Search, Step};
 use crate::analysis::diagnose::FaultGuess;
 use crate::model::schedule::{Action, FaultKind};
 use crate::model::{local_spec, resolve_binary};
+
+/// Sets the Nth call of `draft`'s syscall fault `k`.
+fn set_nth(draft: &mut Draft, k: usize, nth: u32) {
+    if let Action::Syscall { nth: n, .. } = &mut draft.faults[k].fault.action {
+        *n = nth;
+    }
+}
 
 /// Level-2 syscall faults try the 2nd..Nth matching call at most up to this N.
 const MAX_NTH: u32 = 50;
@@ -103,12 +110,17 @@ impl Search<'_> {
             showed_bug |= fb.bug;
             Continue(())
         }));
-        // a path production's layout named and the test bed's does not have: looser forms
+        // a path production's layout named and the test bed's does not have: looser forms;
+        // a first call that failed during start-up, where production's came later: past it
         let mut drafts: Vec<Draft> = with_syscall.into_iter().map(|(draft, _)| draft).collect();
         for draft in &mut drafts {
             if let Some((relaxed, bug)) = go!(self.relax_unmatched_path(draft)) {
                 showed_bug |= bug;
                 *draft = relaxed;
+            }
+            if let Some((past, bug)) = go!(self.past_start_up(draft)) {
+                showed_bug |= bug;
+                *draft = past;
             }
         }
         bases.extend(drafts);
@@ -261,10 +273,22 @@ impl Search<'_> {
     /// (nth.rs), from that call outward; never at a call a run showed comes before every
     /// node is ready, nor past one a run showed does not exist.
     fn nth_search(&mut self, draft: Draft, k: usize) -> Step<Draft> {
-        let cand = draft.faults[k].candidate;
+        let c = self.candidates[draft.faults[k].candidate];
+        let after_ready = draft.faults[k].fault.context.after_ready;
         let what = self.fault_words(&draft.faults[k]);
-        let estimate = nth_start(self.candidates[cand]);
-        let start = estimate.as_ref().map_or(2, |e| e.0);
+        let (estimate, mut bounds) = match after_ready {
+            true => (nth_after_ready(c), NthBounds::after_ready()),
+            false => (nth_start(c), NthBounds::default()),
+        };
+        let start = estimate.as_ref().map_or(bounds.floor + 1, |e| e.0);
+        // the call its level-1 attempt tried, when it ran
+        let mut tried: Vec<u32> = match (
+            &draft.faults[k].fault.action,
+            self.seen.contains_key(&draft.schedule()),
+        ) {
+            (Action::Syscall { nth, .. }, true) => vec![*nth],
+            _ => Vec::new(),
+        };
         let trial = |nth: u32, bounds: &NthBounds| {
             let mut trial = draft.clone();
             if let Action::Syscall { nth: n, .. } = &mut trial.faults[k].fault.action {
@@ -278,10 +302,13 @@ impl Search<'_> {
                 ),
                 _ => String::new(),
             };
-            (trial, format!("{what}, call #{nth}{why}"))
+            let counted = if after_ready {
+                " after every node was ready"
+            } else {
+                ""
+            };
+            (trial, format!("{what}, call #{nth}{counted}{why}"))
         };
-        let mut bounds = NthBounds::default();
-        let mut tried: Vec<u32> = Vec::new();
         while tried.len() < MAX_NTH as usize - 1 && !self.share_spent() {
             let order = bounds.order(start, &tried, MAX_NTH as usize - 1 - tried.len());
             let Some(&nth) = order.first() else { break };
@@ -290,8 +317,54 @@ impl Search<'_> {
             let fb = go!(self.evaluate(&first, words, &next));
             tried.push(nth);
             bounds.learn(nth, &fb, k);
+            if self.killed_start_up(&first, k, &fb) {
+                // the other start-up calls are not production's: the walk goes on after ready
+                let mut past = draft.clone();
+                past.faults[k].fault.context.after_ready = true;
+                if let Some((nth, _)) = nth_after_ready(c) {
+                    set_nth(&mut past, k, nth);
+                }
+                return self.nth_search(past, k);
+            }
         }
         Ok(Continue(draft))
+    }
+
+    /// Whether `draft`'s syscall fault `k`, counted from its node's start, fired while the
+    /// nodes started and kept them from getting ready (`fb`), while production's failure came
+    /// after its node's start-up: its next try goes past ready.
+    pub(super) fn killed_start_up(&self, draft: &Draft, k: usize, fb: &Feedback) -> bool {
+        let c = self.candidates[draft.faults[k].candidate];
+        !draft.faults[k].fault.context.after_ready
+            && fb.not_started.is_some()
+            && fb.fired.get(k) == Some(&true)
+            && c.evidence.since_ready_ms.is_some()
+    }
+
+    /// Level 1's next try of a syscall candidate whose first matching call, counted from its
+    /// node's start, failed during start-up and kept the nodes from getting ready, while
+    /// production's failure came after start-up: the call production's time puts after every
+    /// node was ready (nth.rs). The draft with that try, and whether its run showed the bug.
+    pub(super) fn past_start_up(&mut self, draft: &Draft) -> Step<Option<(Draft, bool)>> {
+        let Some(k) = draft.faults.iter().position(|f| self.is_syscall(f.candidate)) else {
+            return Ok(Continue(None));
+        };
+        let Some(fb) = self.seen.get(&draft.schedule()) else {
+            return Ok(Continue(None));
+        };
+        let c = self.candidates[draft.faults[k].candidate];
+        let (true, Some((nth, why))) = (self.killed_start_up(draft, k, fb), nth_after_ready(c)) else {
+            return Ok(Continue(None));
+        };
+        let mut trial = draft.clone();
+        trial.faults[k].fault.context.after_ready = true;
+        set_nth(&mut trial, k, nth);
+        let what = format!(
+            "{}, past start-up: {why} (its first matching call counted from its node's start failed during start-up, and no node got ready)",
+            self.fault_words(&trial.faults[k])
+        );
+        let fb = go!(self.evaluate(&trial, what, &[]));
+        Ok(Continue(Some((trial, fb.bug))))
     }
 
     /// A failure that persisted in production (a disk that stays full fails the write and

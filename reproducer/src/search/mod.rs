@@ -145,12 +145,13 @@ impl SearchResult {
 }
 
 /// The level a schedule needs: 3 with an offset inside a function, 2 with a context
-/// function or an Nth call, else 1.
+/// function, an Nth call or calls counted once every node is ready, else 1.
 pub fn level_of(schedule: &Schedule) -> u8 {
     let level = |f: &Fault| {
         if f.context.offset.is_some() {
             3
         } else if !f.context.after_functions.is_empty()
+            || f.context.after_ready
             || matches!(f.action, Action::Syscall { nth, .. } if nth > 1)
         {
             2

@@ -39,15 +39,46 @@ pub(super) fn nth_start(c: &Candidate) -> Option<(u32, String)> {
     })
 }
 
+/// The matching call after every node was ready that production's failure was, for a
+/// failure that came after its node's start-up: the calls the profile's rate (of the node's
+/// calls of that syscall, for a call without a path) puts in the time from production's
+/// ready to the failure, at least the first; the first for a call with a path (the profile
+/// counts calls by syscall, not by file) or a failure later than any fault-free run. None
+/// when the failure came during start-up or the dump and profile cannot tell.
+pub(super) fn nth_after_ready(c: &Candidate) -> Option<(u32, String)> {
+    let FaultGuess::Syscall { syscall, path, .. } = &c.guess else {
+        return None;
+    };
+    let since_s = c.evidence.since_ready_ms? as f64 / 1000.0;
+    let why = |nth: u32, rate: Option<f64>| {
+        match rate {
+        Some(rate) => format!(
+            "call #{nth} after every node was ready: production's failure came {since_s:.2} s after its node's start-up, and fault-free runs make {rate:.1} {syscall} calls/s on {}",
+            c.who
+        ),
+        None => format!(
+            "the first call after every node was ready: production's failure came {since_s:.2} s after its node's start-up"
+        ),
+    }
+    };
+    let rate = c
+        .evidence
+        .calls_per_s
+        .filter(|&(rate, longest_run_s)| path.is_none() && rate > 0.0 && since_s <= longest_run_s)
+        .map(|(rate, _)| rate);
+    let nth = rate.map_or(1, |rate| ((rate * since_s).round() as u32).max(1));
+    Some((nth, why(nth, rate)))
+}
+
 /// The calls to try, at most `count`, from `start` outward (start, start+1, start-1, ...)
-/// and never below 2 (the 1st is level 1's).
-pub(super) fn nth_order(start: u32, count: usize) -> Vec<u32> {
-    let start = start.max(2);
+/// and never below `lowest` (2 counted from a node's start: the 1st is level 1's).
+pub(super) fn nth_order(start: u32, count: usize, lowest: u32) -> Vec<u32> {
+    let start = start.max(lowest);
     let mut out = vec![start];
     let mut step = 1;
     while out.len() < count {
         out.push(start + step);
-        if let Some(below) = start.checked_sub(step).filter(|&n| n >= 2) {
+        if let Some(below) = start.checked_sub(step).filter(|&n| n >= lowest) {
             out.push(below);
         }
         step += 1;
@@ -77,6 +108,16 @@ impl Default for NthBounds {
 }
 
 impl NthBounds {
+    /// The bounds of a walk among the calls counted once every node is ready: none of them
+    /// is start-up's.
+    pub fn after_ready() -> NthBounds {
+        NthBounds {
+            floor: 0,
+            floor_exact: true,
+            ceiling: u32::MAX,
+        }
+    }
+
     /// Learns from the run that tried fault `k` at call `nth`. A run whose nodes never got
     /// ready made every call it counted during start-up (and says nothing of the calls a
     /// started cluster makes). One that got ready tells how many it counted before: all the
@@ -119,7 +160,7 @@ impl NthBounds {
             false if self.floor > 1 => self.floor.saturating_mul(2),
             _ => self.floor.saturating_add(1),
         };
-        nth_order(start.max(above), 2 * (count + tried.len()) + 2)
+        nth_order(start.max(above), 2 * (count + tried.len()) + 2, self.floor + 1)
             .into_iter()
             .filter(|n| *n > self.floor && *n < self.ceiling && !tried.contains(n))
             .take(count)
@@ -194,11 +235,41 @@ mod tests {
     }
 
     #[test]
+    fn after_ready_the_call_is_production_s_time_since_ready_times_the_rate() {
+        let mut c = connect(None, Some((50.0, 30.0)));
+        assert_eq!(nth_after_ready(&c), None, "a failure during start-up, or unknown");
+        c.evidence.since_ready_ms = Some(1200);
+        let (nth, why) = nth_after_ready(&c).unwrap();
+        assert_eq!(nth, 60);
+        assert!(why.contains("1.20 s after its node's start-up"), "{why}");
+        c.evidence.since_ready_ms = Some(5);
+        assert_eq!(nth_after_ready(&c).map(|e| e.0), Some(1), "at least the first");
+        c.evidence.since_ready_ms = Some(3_600_000);
+        assert_eq!(
+            nth_after_ready(&c).map(|e| e.0),
+            Some(1),
+            "longer than any fault-free run"
+        );
+        let mut with_path = connect(None, Some((50.0, 30.0)));
+        with_path.evidence.since_ready_ms = Some(1200);
+        if let FaultGuess::Syscall { path, .. } = &mut with_path.guess {
+            *path = Some("*/redo.log".into());
+        }
+        assert_eq!(
+            nth_after_ready(&with_path).map(|e| e.0),
+            Some(1),
+            "the profile counts no path"
+        );
+    }
+
+    #[test]
     fn the_order_goes_outward_from_the_start_and_never_below_two() {
-        assert_eq!(nth_order(2, 5), vec![2, 3, 4, 5, 6]);
-        assert_eq!(nth_order(620, 5), vec![620, 621, 619, 622, 618]);
-        assert_eq!(nth_order(3, 6), vec![3, 4, 2, 5, 6, 7]);
-        assert_eq!(nth_order(0, 3), vec![2, 3, 4]);
+        assert_eq!(nth_order(2, 5, 2), vec![2, 3, 4, 5, 6]);
+        assert_eq!(nth_order(620, 5, 2), vec![620, 621, 619, 622, 618]);
+        assert_eq!(nth_order(3, 6, 2), vec![3, 4, 2, 5, 6, 7]);
+        assert_eq!(nth_order(0, 3, 2), vec![2, 3, 4]);
+        // counted after ready: the first call is one to try
+        assert_eq!(nth_order(2, 4, 1), vec![2, 3, 1, 4]);
     }
 
     fn ran(fired: bool, matched: u32, before_ready: Option<u32>, started: bool) -> Feedback {

@@ -100,12 +100,24 @@ impl Fake {
         }
     }
 
-    /// The matching calls fault `f`'s node makes (syscall faults).
+    /// The matching calls fault `f`'s node makes (syscall faults); counted `after_ready`,
+    /// those after start-up's.
     fn matched(&self, f: &PlannedFault) -> u32 {
         match &f.action {
             PlannedAction::Syscall { path: Some(p), .. } if self.unmatched_paths.contains(p) => 0,
+            _ if f.context().after_ready => self.calls.saturating_sub(self.before_ready),
             _ => self.calls,
         }
+    }
+}
+
+/// The call of a node's start that fault `f` fires at: its Nth, after start-up's calls when
+/// it counts `after_ready`.
+fn call_from_start(f: &PlannedFault, before_ready: u32) -> u32 {
+    match f.action {
+        PlannedAction::Syscall { nth, .. } if f.context().after_ready => before_ready + nth,
+        PlannedAction::Syscall { nth, .. } => nth,
+        _ => 0,
     }
 }
 
@@ -139,7 +151,9 @@ impl Runner for Fake {
             None => {}
         }
         let in_start_up = plan.faults.iter().zip(&fired).any(|(f, &fired)| {
-            fired && matches!(f.action, PlannedAction::Syscall { nth, .. } if nth <= self.before_ready)
+            fired
+                && matches!(f.action, PlannedAction::Syscall { .. })
+                && call_from_start(f, self.before_ready) <= self.before_ready
         });
         if in_start_up {
             // a fault that fired stopped counting there
@@ -160,7 +174,18 @@ impl Runner for Fake {
                 ..Default::default()
             });
         }
-        let matched_before_ready = matched.iter().map(|&m| m.min(self.before_ready)).collect();
+        let matched_before_ready = plan
+            .faults
+            .iter()
+            .zip(&matched)
+            .map(|(f, &m)| {
+                if f.context().after_ready {
+                    0
+                } else {
+                    m.min(self.before_ready)
+                }
+            })
+            .collect();
         let bug = match &self.bug_by_index {
             Some(by_index) => {
                 // long enough for the runs of a batch to overlap
@@ -564,7 +589,8 @@ fn level_3_tries_the_sites_inside_the_last_context_function() {
         f.context,
         Context {
             after_functions: vec!["g".into()],
-            offset: Some(0x20)
+            offset: Some(0x20),
+            after_ready: false,
         }
     );
     assert!(
@@ -1702,4 +1728,109 @@ fn a_confirmation_or_replay_run_that_cannot_start_is_never_counted_as_bug_no() {
         panic!("{:?}", r.outcome)
     };
     assert!(why.starts_with("stopped: replay run 3"), "{why}");
+}
+
+/// A flush of the redo log that failed in production 1 s after the node was ready.
+fn failed_flush(since_ready_ms: Option<u64>) -> Candidate {
+    let guess = FaultGuess::Syscall {
+        syscall: "fdatasync".into(),
+        errno: "EIO".into(),
+        path: Some("{workdir}/db/redo.log".into()),
+        raw_path: None,
+        short: None,
+        persistent: false,
+    };
+    let mut c = candidate(guess, 0, 1, &[]);
+    c.evidence.since_ready_ms = since_ready_ms;
+    c
+}
+
+/// The node flushes its redo log once while it starts (a failure there stops it before it
+/// is ready) and 50 times while it serves; any of those failing aborts it: the bug.
+fn flushing_node() -> Fake {
+    let mut fake = Fake::new(|plan, fired, _| {
+        plan.faults
+            .iter()
+            .zip(fired)
+            .any(|(f, &fired)| fired && call_from_start(f, 1) > 1)
+    });
+    fake.calls = 51;
+    fake.before_ready = 1;
+    fake
+}
+
+#[test]
+fn a_first_call_that_failed_during_start_up_moves_the_next_try_past_ready() {
+    let d = diagnosis(vec![failed_flush(Some(1000))]);
+    let fake = flushing_node();
+    let lines = Lines::default();
+    let (r, _out) = search_with_progress(&fake, &d, 150, 1, &lines);
+    let r = r.unwrap();
+    let whats: Vec<&str> = r.attempts.iter().map(|a| a.what.as_str()).collect();
+    // the check, the first flush (start-up: no node got ready), the first after ready
+    assert_eq!(r.runs_to_first, Some(3), "{whats:?}");
+    assert!(
+        whats[2].contains("past start-up: the first call after every node was ready: production's failure came 1.00 s after its node's start-up"),
+        "{whats:?}"
+    );
+    assert_eq!((r.outcome, r.level), (Outcome::Reproduced, 2));
+    let schedule = r.schedule.unwrap().to_toml();
+    assert!(
+        schedule.contains("after_ready = true") && !schedule.contains("nth = 2"),
+        "{schedule}"
+    );
+}
+
+#[test]
+fn start_up_calls_are_tried_when_production_s_failure_was_at_start_up() {
+    // production's flush failed while its node started: no try past ready; the walk counts
+    // from the node's start, the start-up's calls included
+    let d = diagnosis(vec![failed_flush(None)]);
+    let fake = flushing_node();
+    let lines = Lines::default();
+    let (r, _out) = search_with_progress(&fake, &d, 150, 1, &lines);
+    let r = r.unwrap();
+    assert!(
+        r.attempts.iter().all(|a| !a.schedule.contains("after_ready")),
+        "{:?}",
+        lines.0.borrow()
+    );
+    assert_eq!((r.outcome, r.level), (Outcome::Reproduced, 2));
+}
+
+#[test]
+fn the_nth_call_after_ready_is_where_production_s_time_and_the_rate_put_it() {
+    // a call without a path: 50 per second fault-free, production's failure 1.2 s after
+    // start-up: call #60 after ready; the bug is the 59th after ready (the 62nd from start)
+    let mut c = candidate(syscall("write", "ECONNRESET"), 0, 1, &[]);
+    c.evidence.since_ready_ms = Some(1200);
+    c.evidence.calls_per_s = Some((50.0, 30.0));
+    let d = diagnosis(vec![c]);
+    let mut fake = Fake::new(|plan, fired, _| {
+        plan.faults
+            .iter()
+            .zip(fired)
+            .any(|(f, &fired)| fired && call_from_start(f, 3) == 62)
+    });
+    fake.calls = 200;
+    fake.before_ready = 3;
+    let lines = Lines::default();
+    let (r, _out) = search_with_progress(&fake, &d, 150, 1, &lines);
+    let r = r.unwrap();
+    let whats: Vec<&str> = r.attempts.iter().map(|a| a.what.as_str()).collect();
+    // the check, call #1 (start-up: no node ready), #60 after ready, then the walk: 61, 59
+    assert_eq!(r.runs_to_first, Some(5), "{whats:?}");
+    assert!(
+        whats[2].contains("past start-up: call #60 after every node was ready"),
+        "{whats:?}"
+    );
+    assert!(
+        whats[3].ends_with("call #61 after every node was ready"),
+        "{whats:?}"
+    );
+    assert!(
+        whats[4].ends_with("call #59 after every node was ready"),
+        "{whats:?}"
+    );
+    assert_eq!((r.outcome, r.level), (Outcome::Reproduced, 2));
 }

@@ -2,7 +2,8 @@
 //! notifications. A notified call is faulted only when the current fault is a syscall fault
 //! of this node whose context is complete (read from the injector's state, which the node's
 //! own thread advanced before making the call), the syscall and path match, and it is the
-//! Nth such call: it fails with the errno, or (a short fault) the supervisor writes the
+//! Nth such call (counted from the node's start, or once every node is ready for a fault
+//! `after_ready`): it fails with the errno, or (a short fault) the supervisor writes the
 //! first bytes itself and answers with that count. A persistent fault (`until`) then goes
 //! on failing every matching call of its node until its end, as a full or dead disk does.
 //! Every other call continues untouched.
@@ -66,6 +67,8 @@ pub struct Shared {
     persisting: Mutex<Vec<Persisting>>,
     pub fired: Sender<SyscallFired>,
     pub stop: AtomicBool,
+    /// every node is ready: faults counted `after_ready` count from now on
+    pub ready: AtomicBool,
 }
 
 fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -89,6 +92,7 @@ impl Shared {
             persisting: Mutex::new(Vec::new()),
             fired,
             stop: AtomicBool::new(false),
+            ready: AtomicBool::new(false),
         }
     }
 
@@ -230,6 +234,10 @@ fn current_fault(
         return None;
     };
     if seen as usize != f.context().after_functions.len() || !shared.names_call(index, node, n, path) {
+        return None;
+    }
+    // counted among the calls made once every node is ready: start-up's are not its
+    if f.context().after_ready && !shared.ready.load(Ordering::SeqCst) {
         return None;
     }
     // a write of at most `short` bytes cannot be cut short: not a matching call

@@ -71,6 +71,11 @@ pub struct Evidence {
     /// in fault-free runs, and the longest fault-free run (s)
     #[serde(skip_serializing_if = "Option::is_none")]
     pub calls_per_s: Option<(f64, f64)>,
+    /// failed calls: production's ms from its node's readiness (its first process's start
+    /// plus the profile's start-up of the node) to the failure; none when the failure came
+    /// during start-up, or either is unknown
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub since_ready_ms: Option<u64>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -195,6 +200,9 @@ impl Builder<'_> {
         let knows_gaps = self.baseline.is_some_and(|b| !b.gaps.is_empty());
         let (timeline, baseline) = (self.timeline, self.baseline);
         for c in &mut self.candidates {
+            if matches!(c.guess, FaultGuess::Syscall { .. }) {
+                c.evidence.since_ready_ms = since_ready_ms(c, timeline, baseline, self.scenario);
+            }
             if let FaultGuess::Syscall {
                 syscall, path: None, ..
             } = &c.guess
@@ -212,6 +220,28 @@ impl Builder<'_> {
             c.score = score(c, moments, profiled, knows_gaps);
         }
     }
+}
+
+/// How long after its node was ready production's failure `c` came (ms): the node's ready
+/// is its first process's start plus the profile's start-up of the node; None during
+/// start-up, or when either is unknown.
+fn since_ready_ms(
+    c: &Candidate,
+    timeline: &super::Timeline,
+    baseline: Option<&super::BaselineRates>,
+    scenario: Option<&super::Scenario>,
+) -> Option<u64> {
+    let node = c.node?;
+    let started = timeline
+        .dumps
+        .get(c.dump)?
+        .node_starts
+        .iter()
+        .find(|(n, _)| *n == node)?
+        .1;
+    let startup_ns = baseline?.startup_ms.get(&scenario?.nodes[node].name)? * 1_000_000;
+    let since = c.at_ns.checked_sub(started)?;
+    (since > startup_ns).then(|| (since - startup_ns) / 1_000_000)
 }
 
 /// The score of `c`; `profiled`: a profile was given, `knows_gaps`: it recorded silences.

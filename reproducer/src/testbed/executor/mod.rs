@@ -380,6 +380,7 @@ impl Run<'_> {
         }
         self.report.ready_ns = Some(boottime_ns());
         self.report.matched_at_ready = self.shared.counts.lock().map(|c| c.clone()).unwrap_or_default();
+        self.shared.ready.store(true, std::sync::atomic::Ordering::SeqCst);
         let argv = self.vars.expand_all(&self.scenario.workload.command)?;
         let mut workload = nodes::spawn(&Launch {
             argv: &argv,
