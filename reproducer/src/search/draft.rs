@@ -183,8 +183,11 @@ impl Search<'_> {
             ));
         }
         if let Action::Syscall { nth, .. } = fault.action {
-            if nth > 1 {
-                context.push(format!("at the matching call #{nth}"));
+            match (nth, fault.context.after_ready) {
+                (1, true) => context.push("at the first matching call once every node was ready".into()),
+                (_, true) => context.push(format!("at the matching call #{nth} once every node was ready")),
+                (1, false) => {}
+                (_, false) => context.push(format!("at the matching call #{nth}")),
             }
         }
         let functions = &fault.context.after_functions;
