@@ -1779,6 +1779,11 @@ fn a_first_call_that_failed_during_start_up_moves_the_next_try_past_ready() {
         schedule.contains("after_ready = true") && !schedule.contains("nth = 2"),
         "{schedule}"
     );
+    assert!(
+        r.chosen[0].contains("at the first matching call once every node was ready"),
+        "{:?}",
+        r.chosen
+    );
 }
 
 #[test]
