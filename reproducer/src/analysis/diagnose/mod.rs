@@ -410,6 +410,8 @@ fn diagnose_with(
     b.mark_late();
     // preceding.rs: the functions each candidate's node ran before it
     b.contexts(preceding);
+    // a candidate is its node's, whichever dump showed it
+    b.place_on_node_hosts();
     // score.rs: every candidate's score from its evidence, with the reasons
     b.score();
     b.candidates.sort_by(rank);
@@ -417,6 +419,23 @@ fn diagnose_with(
 }
 
 impl Builder<'_> {
+    /// Labels every candidate with the host its node ran on: a silence is seen from either
+    /// end, in either host's dump (a standby's dump shows its primary's silence), and a
+    /// candidate named after one node takes the host of the dump that holds that node's
+    /// processes, not of the dump that showed it.
+    fn place_on_node_hosts(&mut self) {
+        let dumps = &self.timeline.dumps;
+        for c in &mut self.candidates {
+            let Some(node) = c.node else { continue };
+            if dumps.get(c.dump).is_none_or(|d| d.nodes.contains(&node)) {
+                continue;
+            }
+            if let Some((i, d)) = dumps.iter().enumerate().find(|(_, d)| d.nodes.contains(&node)) {
+                (c.dump, c.host) = (i, d.host.clone());
+            }
+        }
+    }
+
     /// The diagnosis of the candidates and symptoms found, with notes on what it could not see.
     fn finish(mut self) -> Diagnosis {
         let (timeline, scenario) = (self.timeline, self.scenario);

@@ -468,3 +468,46 @@ mod three_nodes {
         assert!(d.notes.iter().any(|n| n.contains("to itself")), "{:?}", d.notes);
     }
 }
+
+/// Two hosts, a node on each: db1 (10.7.0.1) on host-a, db2 (10.7.0.2) on host-b. Only
+/// db2's end of their connection fell silent, and only host-b's dump shows it.
+#[test]
+fn a_silence_seen_in_one_host_s_dump_is_labelled_with_the_hosts_of_its_nodes() {
+    use crate::analysis::timeline::DumpInfo;
+    let mut silence = at(10.0, Some(1), 20, gap("10.7.0.2:41000", "10.7.0.1:7000", 6000));
+    (silence.dump, silence.event.host) = (1, "host-b".into());
+    let mut exit = at(18.0, Some(1), 20, exited(1));
+    (exit.dump, exit.event.host) = (1, "host-b".into());
+    let mut t = timeline(vec![silence, exit]);
+    for (host, node) in [("host-a", 0), ("host-b", 1)] {
+        t.dumps.push(DumpInfo {
+            path: format!("{host}.tdump").into(),
+            host: host.into(),
+            events: 1,
+            mapped_processes: 1,
+            processes: 1,
+            nodes: vec![node],
+            interfaces: Vec::new(),
+            taken_ns: 30 * SEC,
+            lost_events: 0,
+            process_starts: Default::default(),
+            parents: Default::default(),
+            node_starts: Vec::new(),
+            workdir: None,
+        });
+    }
+    let d = diagnose(&t, Some(&scenario()), None);
+    let cut = d
+        .candidates
+        .iter()
+        .find(|c| matches!(c.guess, FaultGuess::Partition { .. }))
+        .expect("a partition candidate");
+    assert_eq!(
+        (cut.who.as_str(), cut.host.as_str(), cut.dump),
+        ("db1", "host-a", 0),
+        "{cut:#?}"
+    );
+    let text = crate::analysis::diagnose::render(&d, Some(&scenario()));
+    assert!(text.contains("db1@host-a: partition from db2"), "{text}");
+    assert!(!text.contains("db1@host-b"), "{text}");
+}
