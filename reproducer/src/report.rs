@@ -46,6 +46,8 @@ pub struct Summary {
     pub schedules: u32,
     pub runs: u32,
     pub runs_to_first_bug: Option<u32>,
+    /// the level of the search at that run (above `level`: a search that wasted runs)
+    pub first_bug_level: Option<u8>,
     /// runs until the target was met; the rest were minimization
     pub runs_to_confirmed: Option<u32>,
     pub seconds: f64,
@@ -125,6 +127,7 @@ pub fn summary(d: &Diagnosis, r: &SearchResult) -> Summary {
         schedules: r.schedules_tried,
         runs: r.runs,
         runs_to_first_bug: r.runs_to_first,
+        first_bug_level: r.first_bug_level,
         runs_to_confirmed: r.runs_to_confirmed,
         seconds: r.seconds,
         jobs: r.jobs,
@@ -497,6 +500,7 @@ mod tests {
             runs: 12,
             schedules_tried: 3,
             runs_to_first: Some(4),
+            first_bug_level: Some(1),
             runs_to_confirmed: Some(11),
             minimized: vec!["minimize: without fault 4 (pause of db2)".into()],
             chosen: vec!["crash of db1 — as soon as it is due".into()],

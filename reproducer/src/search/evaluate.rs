@@ -124,8 +124,9 @@ impl Search<'_> {
         };
         self.seen.insert(schedule.clone(), fb.clone());
         let fired = format!("{}/{}", fb.fired.iter().filter(|&&f| f).count(), fb.fired.len());
-        if fb.bug && !trial.faults.is_empty() {
-            self.runs_to_first.get_or_insert(self.runs);
+        if fb.bug && !trial.faults.is_empty() && self.runs_to_first.is_none() {
+            self.runs_to_first = Some(self.runs);
+            self.first_bug_level = Some(self.level);
         }
         self.progress_line(&what, &fb, &fired, note.as_deref());
         let number = self.log.next_number();

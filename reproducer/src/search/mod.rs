@@ -112,6 +112,9 @@ pub struct SearchResult {
     pub runs: u32,
     pub schedules_tried: u32,
     pub runs_to_first: Option<u32>,
+    /// the level of the attempt that first showed the bug (a minimal schedule of a lower
+    /// level found later than its level's round is a search that wasted runs)
+    pub first_bug_level: Option<u8>,
     /// runs until a schedule met the target (minimization runs come after)
     pub runs_to_confirmed: Option<u32>,
     pub minimized: Vec<String>,
@@ -191,6 +194,7 @@ pub struct Search<'a> {
     /// the best schedule so far, and its confirmation
     best: Option<(Draft, Confirmation)>,
     runs_to_first: Option<u32>,
+    first_bug_level: Option<u8>,
     /// the level being searched (0: the fault-free check, minimization)
     level: u8,
     started: Instant,
@@ -240,6 +244,7 @@ impl<'a> Search<'a> {
             runs: 0,
             best: None,
             runs_to_first: None,
+            first_bug_level: None,
             level: 0,
             started: Instant::now(),
             seen: Default::default(),
@@ -359,6 +364,7 @@ impl<'a> Search<'a> {
             runs: self.runs,
             schedules_tried,
             runs_to_first: self.runs_to_first,
+            first_bug_level: self.first_bug_level,
             runs_to_confirmed,
             minimized,
             chosen,
