@@ -1461,6 +1461,7 @@ fn the_nth_call_search_starts_where_production_s_time_and_the_rate_put_it() {
     assert_eq!((r.outcome, r.level), (Outcome::Reproduced, 2));
     // the check, call 1, then 620, 621, 619
     assert_eq!(r.runs_to_first, Some(5), "{:?}", lines.0.borrow());
+    assert_eq!(r.first_bug_level, Some(2));
     let whats: Vec<&str> = r.attempts.iter().map(|a| a.what.as_str()).collect();
     assert!(
         whats[2].starts_with("write failing with ECONNRESET on db1, call #620 (started at call #620: production's failure came 12.40 s after its process started"),
@@ -1769,6 +1770,7 @@ fn a_first_call_that_failed_during_start_up_moves_the_next_try_past_ready() {
     let whats: Vec<&str> = r.attempts.iter().map(|a| a.what.as_str()).collect();
     // the check, the first flush (start-up: no node got ready), the first after ready
     assert_eq!(r.runs_to_first, Some(3), "{whats:?}");
+    assert_eq!(r.first_bug_level, Some(1), "level 1's try past start-up");
     assert!(
         whats[2].contains("past start-up: the first call after every node was ready: production's failure came 1.00 s after its node's start-up"),
         "{whats:?}"
@@ -1825,6 +1827,7 @@ fn the_nth_call_after_ready_is_where_production_s_time_and_the_rate_put_it() {
     let whats: Vec<&str> = r.attempts.iter().map(|a| a.what.as_str()).collect();
     // the check, call #1 (start-up: no node ready), #60 after ready, then the walk: 61, 59
     assert_eq!(r.runs_to_first, Some(5), "{whats:?}");
+    assert_eq!(r.first_bug_level, Some(2), "the walk of level 2");
     assert!(
         whats[2].contains("past start-up: call #60 after every node was ready"),
         "{whats:?}"
