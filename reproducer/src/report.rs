@@ -362,7 +362,7 @@ pub fn render(
     d: &Diagnosis,
     result: &SearchResult,
     out_dir: &Path,
-    chain: Option<&Chain>,
+    chains: &[Chain],
     drift: Option<&Drift>,
 ) -> String {
     let mut out = String::new();
@@ -443,7 +443,7 @@ pub fn render(
         out.push('\n');
     }
     if result.schedule.is_some() {
-        chain::section(&mut out, chain, scenario);
+        chain::section(&mut out, chains, scenario);
     }
     if let Some(d) = drift.filter(|_| drift_first.is_none()) {
         out.push_str(&drift::markdown(d));
@@ -592,7 +592,7 @@ mod tests {
             &diagnosis(),
             &r,
             Path::new("/out"),
-            None,
+            &[],
             None,
         );
         for needle in [
@@ -618,7 +618,7 @@ mod tests {
             &diagnosis(),
             &result(Outcome::Missed("the budget is spent".into())),
             Path::new("/out"),
-            None,
+            &[],
             None,
         );
         assert!(
@@ -670,7 +670,7 @@ mod tests {
                 &diagnosis(),
                 &r,
                 Path::new("/out"),
-                None,
+                &[],
                 Some(&drift),
             )
         };
@@ -718,7 +718,7 @@ mod tests {
             &diagnosis(),
             &r,
             Path::new("/out"),
-            None,
+            &[],
             None,
         );
         assert!(text.contains("**Reproduced** at 9/10"), "{text}");

@@ -290,16 +290,7 @@ fn reproduce_cmd(mut a: ReproduceArgs) -> Result<bool> {
     }
     write_shared(
         &a.out.join("report.md"),
-        report::render(
-            &sc,
-            &timeline,
-            &d,
-            &result,
-            &a.out,
-            chain.as_ref(),
-            drift.as_ref(),
-        )
-        .as_bytes(),
+        report::render(&sc, &timeline, &d, &result, &a.out, &chain, drift.as_ref()).as_bytes(),
     )?;
     write_shared(
         &a.out.join("result.json"),
@@ -341,21 +332,22 @@ fn reproduce_cmd(mut a: ReproduceArgs) -> Result<bool> {
     Ok(matches!(result.outcome, Outcome::Reproduced))
 }
 
-/// The chain from the accepted schedule's fault to the failure (none without one), and its
-/// flow arrows drawn into the timelines of the reproduced runs.
+/// The chains from the accepted schedule's faults to the failure (none without one), and
+/// their flow arrows drawn into the timelines of the reproduced runs.
 fn causal_chain(
     sc: &Scenario,
     timeline: &Timeline,
     result: &reproducer::search::SearchResult,
     out: &Path,
     profile_file: Option<&Path>,
-) -> Result<Option<chain::Chain>> {
+) -> Result<Vec<chain::Chain>> {
     let Some(schedule) = &result.schedule else {
-        return Ok(None);
+        return Ok(Vec::new());
     };
     let profile = profile_file.map(profile::load).transpose()?;
     let found = chain::of_search(out, schedule, sc, timeline, profile.as_ref());
-    for problem in found.iter().flat_map(|c| chain::write_timelines(&c.flows)) {
+    let flows: Vec<(PathBuf, Vec<usize>)> = found.iter().flat_map(|c| c.flows.clone()).collect();
+    for problem in chain::write_timelines(&flows) {
         eprintln!("    no chain arrows: {problem}");
     }
     Ok(found)

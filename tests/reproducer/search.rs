@@ -50,7 +50,7 @@ fn a_search_whose_binary_is_replaced_meanwhile_still_runs_its_attempts() {
     let copy = bin.join("reproducer");
     std::fs::copy(reproducer_bin(), &copy).unwrap();
     let out = dir.join("out");
-    let mut search = Command::new(&copy)
+    let search = Command::new(&copy)
         .args(["reproduce", "--scenario", sc.to_str().unwrap()])
         .args(["--trace", dump.to_str().unwrap(), "--out", out.to_str().unwrap()])
         .stdout(Stdio::piped())

@@ -1,14 +1,18 @@
-//! How the fault led to the failure: the causal chain of the accepted schedule, built by
-//! comparing runs (CSNAKE's idea: what follows a fault in the runs where the bug happened,
-//! and not in the runs without it). Each kept run's trace becomes a list of event
+//! How the faults led to the failure: a causal chain per fault of the accepted schedule,
+//! built by comparing runs (CSNAKE's idea: what follows a fault in the runs where the bug
+//! happened, and not in the runs without it). Each kept run's trace becomes a list of event
 //! signatures — node, kind, syscall, errno, normalized path or peer node, function, exit
-//! code or signal; never pids, fds or raw paths, so that runs and production compare. A
-//! signature is a link when it follows the first injected fault in at least half the
-//! reproduced runs (and did not happen before it there) and is at most a quarter as frequent
-//! in the runs where the bug did not happen: the kept non-reproduced runs of the search
-//! (anywhere in them) and the profile's fault-free runs. Links are ordered by their median
-//! time after the fault; production's dump is searched for the same signatures after its
-//! own fault event, which shows whether the reproduction is the production incident.
+//! code or signal; never pids, fds or raw paths, so that runs and production compare (a path
+//! is compared with the profile's as the diagnosis compares it: anchored in the run
+//! directory on one side and not on the other, by its unanchored form). A signature is a
+//! link when it follows the fault in at least half the reproduced runs (and did not happen
+//! before it there) and is at most a quarter as frequent in the fault's controls — the kept
+//! runs without the bug that did not have that fault (the fault-free check, minimization's
+//! runs that dropped it; a run that had it but not another fault the bug needs is no
+//! control of it) and the profile's fault-free runs — and the profile does not show it at a
+//! comparable rate (a quarter of its rate after the fault or more). Links are ordered by
+//! their median time after the fault; production's dump is searched for the same signatures
+//! after its own fault event, which shows whether the reproduction is the production incident.
 //!
 //! Reading a search's run directories is `runs.rs`; the report's section `render.rs`.
 use std::collections::{BTreeMap, HashSet};
@@ -160,23 +164,35 @@ pub struct RunEvent {
     pub index: usize,
 }
 
-/// One kept run: its events (in time order) and where its first injected fault is.
+/// One kept run: its events (in time order) and where the accepted schedule's faults are.
 #[derive(Clone, Debug)]
 pub struct TracedRun {
     /// its directory, relative to the search's output
     pub label: String,
     pub bug: bool,
     pub events: Vec<RunEvent>,
-    /// the position in `events` of the first injected fault's own event
-    pub anchor: Option<usize>,
+    /// per fault of the accepted schedule: the position in `events` of its own event (a run
+    /// of the accepted schedule that injected it)
+    pub anchors: Vec<Option<usize>>,
+    /// per fault of the accepted schedule: the run is its control (no bug, and its schedule
+    /// did not have the fault)
+    pub controls: Vec<bool>,
     /// the Perfetto timeline the search wrote of it, if any
     pub timeline: Option<std::path::PathBuf>,
 }
 
-/// The fault-free profile runs: how many, and in how many of them a signature happened.
+impl TracedRun {
+    fn anchor(&self, fault: usize) -> Option<usize> {
+        self.anchors.get(fault).copied().flatten()
+    }
+}
+
+/// The fault-free profile runs: how many, in how many of them a signature happened, and
+/// its rate there (per second; 0 when the profile has none).
 pub struct FaultFree<'a> {
     pub runs: u32,
     pub seen_in: Box<dyn Fn(&Signature) -> u32 + 'a>,
+    pub per_second: Box<dyn Fn(&Signature) -> f64 + 'a>,
 }
 
 /// One link of the chain.
@@ -197,9 +213,11 @@ pub struct Link {
     pub production_after_ns: Option<u64>,
 }
 
-/// The chain from the first fault of the accepted schedule to the failure.
+/// The chain from one fault of the accepted schedule to the failure.
 #[derive(Clone, Debug, Serialize)]
 pub struct Chain {
+    /// the fault's place in the accepted schedule (0: its first)
+    pub fault: usize,
     /// the fault first, then the links in time order
     pub links: Vec<Link>,
     pub reproduced_runs: u32,
@@ -210,6 +228,8 @@ pub struct Chain {
     /// signatures that followed the fault in most reproduced runs but were left out: as
     /// frequent where the bug did not happen
     pub left_out: Vec<Signature>,
+    /// ... or as frequent in the profile's fault-free runs
+    pub routine: Vec<Signature>,
     /// per reproduced run with a timeline: its events of the chain, in time order
     #[serde(skip)]
     pub flows: Vec<(std::path::PathBuf, Vec<usize>)>,
@@ -225,11 +245,12 @@ fn median(mut v: Vec<u64>) -> u64 {
     v.get(v.len() / 2).copied().unwrap_or(0)
 }
 
-/// Per signature: the reproduced runs it followed the fault in (run, event), never before it.
-fn after_fault(runs: &[&TracedRun]) -> BTreeMap<Signature, Vec<(usize, usize)>> {
+/// Per signature: the reproduced runs it followed fault `fault` in (run, event), never
+/// before it.
+fn after_fault(runs: &[&TracedRun], fault: usize) -> BTreeMap<Signature, Vec<(usize, usize)>> {
     let mut out: BTreeMap<Signature, Vec<(usize, usize)>> = BTreeMap::new();
     for (r, run) in runs.iter().enumerate() {
-        let Some(a) = run.anchor else { continue };
+        let Some(a) = run.anchor(fault) else { continue };
         let before: HashSet<&Signature> = run.events[..a].iter().map(|e| &e.sig).collect();
         let mut seen = HashSet::new();
         for (i, e) in run.events.iter().enumerate().skip(a + 1) {
@@ -241,17 +262,45 @@ fn after_fault(runs: &[&TracedRun]) -> BTreeMap<Signature, Vec<(usize, usize)>> 
     out
 }
 
-/// The chain of the first injected fault, from the kept runs (`runs`), the profile's
-/// fault-free runs and production's events (time order); None when no reproduced run shows
-/// the fault's event.
-pub fn build(runs: &[TracedRun], fault_free: &FaultFree, production: &[RunEvent]) -> Option<Chain> {
-    let reproduced: Vec<&TracedRun> = runs.iter().filter(|r| r.bug && r.anchor.is_some()).collect();
-    let others: Vec<&TracedRun> = runs.iter().filter(|r| !r.bug).collect();
+/// How often `sig` followed fault `fault` in the reproduced runs, per second: its
+/// occurrences after the fault over the time from the fault to the run's last event (at
+/// least a second), averaged over the runs.
+fn rate_after(runs: &[&TracedRun], fault: usize, sig: &Signature) -> f64 {
+    let rates: Vec<f64> = runs
+        .iter()
+        .filter_map(|r| {
+            let a = r.anchor(fault)?;
+            let from = r.events[a].at_ns;
+            let to = r.events.last().map_or(from, |e| e.at_ns);
+            let n = r.events[a + 1..].iter().filter(|e| e.sig == *sig).count();
+            Some(n as f64 / ((to - from) as f64 / 1e9).max(1.0))
+        })
+        .collect();
+    rates.iter().sum::<f64>() / rates.len().max(1) as f64
+}
+
+/// The chain of the accepted schedule's fault `fault`, from the kept runs (`runs`), the
+/// profile's fault-free runs and production's events (time order); None when no reproduced
+/// run shows the fault's event.
+pub fn build(
+    runs: &[TracedRun],
+    fault: usize,
+    fault_free: &FaultFree,
+    production: &[RunEvent],
+) -> Option<Chain> {
+    let reproduced: Vec<&TracedRun> = runs
+        .iter()
+        .filter(|r| r.bug && r.anchor(fault).is_some())
+        .collect();
+    let others: Vec<&TracedRun> = runs
+        .iter()
+        .filter(|r| r.controls.get(fault) == Some(&true))
+        .collect();
     let (rep, oth) = (reproduced.len() as u32, others.len() as u32);
     // the fault's signature: the most common anchor event of the reproduced runs
     let mut anchors: BTreeMap<&Signature, u32> = BTreeMap::new();
     for r in &reproduced {
-        *anchors.entry(&r.events[r.anchor?].sig).or_default() += 1;
+        *anchors.entry(&r.events[r.anchor(fault)?].sig).or_default() += 1;
     }
     let fault_sig = anchors
         .iter()
@@ -274,9 +323,9 @@ pub fn build(runs: &[TracedRun], fault_free: &FaultFree, production: &[RunEvent]
         in_fault_free: (fault_free.seen_in)(&fault_sig),
         production_after_ns: prod_anchor.map(|_| 0),
     }];
-    let mut left_out = Vec::new();
+    let (mut left_out, mut routine) = (Vec::new(), Vec::new());
     let mut occurrences: Vec<(Link, Vec<(usize, usize)>)> = Vec::new();
-    for (sig, seen) in after_fault(&reproduced) {
+    for (sig, seen) in after_fault(&reproduced, fault) {
         if sig == fault_sig || (seen.len() as u32) * 2 < rep {
             continue;
         }
@@ -291,11 +340,17 @@ pub fn build(runs: &[TracedRun], fault_free: &FaultFree, production: &[RunEvent]
             left_out.push(sig);
             continue;
         }
+        // a routine event of the node: the profile's rate is a quarter of its rate here or more
+        let fault_free_rate = (fault_free.per_second)(&sig);
+        if fault_free_rate > 0.0 && fault_free_rate * 4.0 >= rate_after(&reproduced, fault, &sig) {
+            routine.push(sig);
+            continue;
+        }
         let times = seen
             .iter()
             .map(|&(r, i)| {
                 let run = reproduced[r];
-                run.events[i].at_ns - run.events[run.anchor.unwrap_or(0)].at_ns
+                run.events[i].at_ns - run.events[run.anchor(fault).unwrap_or(0)].at_ns
             })
             .collect();
         let link = Link {
@@ -311,15 +366,17 @@ pub fn build(runs: &[TracedRun], fault_free: &FaultFree, production: &[RunEvent]
     }
     occurrences.sort_by_key(|(l, _)| (l.after_ns, l.sig.clone()));
     occurrences.truncate(MAX_LINKS);
-    let flows = flows(&reproduced, &occurrences);
+    let flows = flows(&reproduced, fault, &occurrences);
     links.extend(occurrences.into_iter().map(|(l, _)| l));
     Some(Chain {
+        fault,
         links,
         reproduced_runs: rep,
         other_runs: oth,
         fault_free_runs: fault_free.runs,
         production_fault: prod_anchor.is_some(),
         left_out,
+        routine,
         flows,
     })
 }
@@ -328,11 +385,12 @@ pub fn build(runs: &[TracedRun], fault_free: &FaultFree, production: &[RunEvent]
 /// time order.
 fn flows(
     reproduced: &[&TracedRun],
+    fault: usize,
     occurrences: &[(Link, Vec<(usize, usize)>)],
 ) -> Vec<(std::path::PathBuf, Vec<usize>)> {
     let mut out = Vec::new();
     for (r, run) in reproduced.iter().enumerate() {
-        let (Some(timeline), Some(a)) = (&run.timeline, run.anchor) else {
+        let (Some(timeline), Some(a)) = (&run.timeline, run.anchor(fault)) else {
             continue;
         };
         let mut at: Vec<usize> = vec![a];

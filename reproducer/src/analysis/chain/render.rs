@@ -1,4 +1,4 @@
-//! The report's "How the fault led to the failure" section: the chain as a table.
+//! The report's "How the fault led to the failure" section: a chain per fault as a table.
 use std::fmt::Write as _;
 
 use super::{Chain, MAX_LINKS};
@@ -16,17 +16,38 @@ fn after(ns: u64) -> String {
     }
 }
 
-/// Writes the section; `None`: the search accepted no schedule, or no kept run showed the
-/// fault's event.
-pub fn section(out: &mut String, chain: Option<&Chain>, scenario: &Scenario) {
+/// Writes the section: a chain per fault of the accepted schedule (none: the search
+/// accepted no schedule, or no kept run showed a fault's event).
+pub fn section(out: &mut String, chains: &[Chain], scenario: &Scenario) {
     let _ = writeln!(out, "{TITLE}\n");
-    let Some(c) = chain else {
+    if chains.is_empty() {
         let _ = writeln!(out, "No chain: no kept run of the accepted schedule with the bug shows the fault's event (or no schedule was accepted).\n");
         return;
-    };
+    }
+    if chains.len() > 1 {
+        let _ = writeln!(out, "Each fault of the schedule has its chain: the runs without the bug it is compared with are its own controls, the kept runs that did not have it (the fault-free check, minimization's runs that dropped it); a run that had it but not another fault the bug needs is no control of it.\n");
+    }
+    for c in chains {
+        if chains.len() > 1 {
+            let fault = c.links.first().map(|l| l.sig.clone());
+            let _ = writeln!(
+                out,
+                "### Fault {}{}\n",
+                c.fault + 1,
+                fault
+                    .map(|s| format!(": {} {}", scenario.nodes[s.node].name, s.sign))
+                    .unwrap_or_default()
+            );
+        }
+        chain_table(out, c, scenario);
+    }
+}
+
+/// One fault's chain as a table, with what was left out.
+fn chain_table(out: &mut String, c: &Chain, scenario: &Scenario) {
     let _ = writeln!(
         out,
-        "The events that followed the first injected fault in the runs where the bug happened and not (or at most a quarter as often) where it did not, by their median time after the fault (at most {MAX_LINKS}). Compared by node and signature (syscall, errno, normalized path or peer node, function, exit code or signal), not pids or raw paths. Counts: **reproduced** = runs of the accepted schedule with the bug whose trace shows the event after the fault (of {}); **without the bug** = kept runs where the bug did not happen that show it anywhere (of {}), and fault-free profile runs that show it (of {}; exits, kills and pauses are not in a profile); **production** = the time after production's own fault event in its dump.\n",
+        "The events that followed the injected fault in the runs where the bug happened and not (or at most a quarter as often) where it did not, by their median time after the fault (at most {MAX_LINKS}). Compared by node and signature (syscall, errno, normalized path or peer node, function, exit code or signal), not pids or raw paths. Counts: **reproduced** = runs of the accepted schedule with the bug whose trace shows the event after the fault (of {}); **without the bug** = kept runs where the bug did not happen and the fault was not injected that show it anywhere (of {}), and fault-free profile runs that show it (of {}; exits, kills and pauses are not in a profile); **production** = the time after production's own fault event in its dump.\n",
         c.reproduced_runs, c.other_runs, c.fault_free_runs
     );
     let _ = writeln!(out, "| # | node | event | after the fault | reproduced | without the bug (runs / fault-free) | production |");
@@ -65,16 +86,24 @@ pub fn section(out: &mut String, chain: Option<&Chain>, scenario: &Scenario) {
         nodes.len(),
         if c.production_fault { "" } else { " (its dump does not show the fault's event)" }
     );
-    if !c.left_out.is_empty() {
-        let names: Vec<String> = c
-            .left_out
-            .iter()
+    let names = |sigs: &[super::Signature]| {
+        sigs.iter()
             .map(|s| format!("{} {}", scenario.nodes[s.node].name, s.sign))
-            .collect();
+            .collect::<Vec<_>>()
+            .join("; ")
+    };
+    if !c.left_out.is_empty() {
         let _ = writeln!(
             out,
             "Left out as coincidental (as frequent without the bug): {}.",
-            names.join("; ")
+            names(&c.left_out)
+        );
+    }
+    if !c.routine.is_empty() {
+        let _ = writeln!(
+            out,
+            "Left out as routine (fault-free runs make it at a comparable rate): {}.",
+            names(&c.routine)
         );
     }
     if !c.flows.is_empty() {

@@ -40,9 +40,25 @@ struct FiredFile {
     tid: u32,
 }
 
+/// Whether `schedule` has a fault that is `f` (node, kind and what it does: the syscall, the
+/// signal, the peers; not where it goes, nor how long): minimization drops whole faults.
+pub(super) fn has_fault(schedule: &Schedule, f: &Fault) -> bool {
+    let what = |f: &Fault| match &f.action {
+        Action::Syscall { syscall, errno, .. } => format!("{syscall} {errno:?}"),
+        Action::Crash { signal } => format!("{signal:?}"),
+        Action::Pause { .. } => String::new(),
+        Action::Partition { peers, .. } => peers.join(","),
+    };
+    schedule
+        .faults
+        .iter()
+        .any(|g| g.node == f.node && g.kind() == f.kind() && what(g) == what(f))
+}
+
 /// The kept runs under `out` (a search's output directory): the runs of `accepted` where
-/// the bug happened, and every run where it did not. Runs that did not start or whose trace
-/// cannot be read are left out.
+/// the bug happened, and every run where it did not (a control of each fault of `accepted`
+/// its schedule did not have). Runs that did not start or whose trace cannot be read are
+/// left out.
 pub fn load_runs(out: &Path, accepted: &Schedule, scenario: &Scenario) -> Vec<TracedRun> {
     let text = accepted.to_toml();
     let mut tops: Vec<PathBuf> = std::fs::read_dir(out.join("attempts"))
@@ -56,15 +72,29 @@ pub fn load_runs(out: &Path, accepted: &Schedule, scenario: &Scenario) -> Vec<Tr
     tops.push(out.join("replay"));
     let mut runs = Vec::new();
     for top in tops {
-        let same = std::fs::read_to_string(top.join("schedule.toml")).is_ok_and(|s| s == text);
+        let own = std::fs::read_to_string(top.join("schedule.toml")).ok();
+        let same = own.as_deref() == Some(text.as_str());
         let schedule = same.then_some(accepted);
+        // an unreadable schedule counts as having every fault: no control of any
+        let own = own.and_then(|t| Schedule::parse(&t, "schedule.toml").ok());
+        let controls: Vec<bool> = accepted
+            .faults
+            .iter()
+            .map(|f| own.as_ref().is_some_and(|s| !has_fault(s, f)))
+            .collect();
         let mut dirs = Vec::new();
         run_dirs(&top, 0, &mut dirs);
         dirs.sort();
         for dir in dirs {
             let label = dir.strip_prefix(out).unwrap_or(&dir).display().to_string();
             match read_run(&dir, label, scenario, schedule) {
-                Ok(Some(run)) if !run.bug || same => runs.push(run),
+                Ok(Some(mut run)) if !run.bug || same => {
+                    run.controls = match run.bug {
+                        true => vec![false; controls.len()],
+                        false => controls.clone(),
+                    };
+                    runs.push(run)
+                }
                 _ => {}
             }
         }
@@ -122,20 +152,24 @@ fn read_run(
         .map(|d| NodeMap::build_for(scenario, &d.meta, &launched))
         .collect();
     let peer_of = |a: std::net::SocketAddr| scenario.node_at(a.ip());
-    let first = run.fired.iter().min_by_key(|f| f.fault).and_then(|f| {
-        let fault = schedule?.faults.get(f.fault.checked_sub(1)?)?;
-        Some((f, fault))
-    });
+    // each fault of the schedule that fired, with how it fired
+    let faults = schedule.map_or(0, |s| s.faults.len());
+    let fired: Vec<(&FiredFile, &Fault)> = run
+        .fired
+        .iter()
+        .filter_map(|f| Some((f, schedule?.faults.get(f.fault.checked_sub(1)?)?)))
+        .collect();
     let mut events = Vec::new();
-    let mut anchor = None;
+    let mut anchors: Vec<Option<usize>> = vec![None; faults];
     for (index, m) in merged.events.iter().enumerate() {
         let Some(node) = maps[m.dump].node(m.event.pid) else {
             continue;
         };
-        if anchor.is_none()
-            && first.is_some_and(|(f, fault)| is_fault_event(f, fault, scenario, node, &m.event))
-        {
-            anchor = Some(events.len());
+        for (f, fault) in &fired {
+            let slot = &mut anchors[f.fault - 1];
+            if slot.is_none() && is_fault_event(f, fault, scenario, node, &m.event) {
+                *slot = Some(events.len());
+            }
         }
         events.push(RunEvent {
             at_ns: m.at_ns,
@@ -148,7 +182,8 @@ fn read_run(
         label,
         bug: run.bug,
         events,
-        anchor,
+        anchors,
+        controls: Vec::new(),
         timeline: timeline.is_file().then_some(timeline),
     }))
 }
@@ -207,6 +242,16 @@ pub fn production_events(timeline: &Timeline, scenario: &Scenario, peers: &PeerM
         .collect()
 }
 
+/// Whether a profile's path signature and a chain's (unanchored) one name the same file, as
+/// the diagnosis compares them: equal, or equal once the profile's is unanchored.
+fn same_path(profile: &Option<String>, chain: &Option<String>) -> bool {
+    profile == chain
+        || profile
+            .as_deref()
+            .and_then(crate::analysis::profile::unanchored)
+            .is_some_and(|p| chain.as_deref() == Some(p.as_str()))
+}
+
 /// The fault-free runs of `profile` (none without one): failures by node, syscall, errno and
 /// path; function calls by node and symbol; silences by node, peer and port. Exits, kills
 /// and pauses are not in a profile (a fault-free run has none but its teardown).
@@ -215,9 +260,34 @@ pub fn fault_free_of<'a>(profile: Option<&'a Profile>, scenario: &'a Scenario) -
         return FaultFree {
             runs: 0,
             seen_in: Box::new(|_| 0),
+            per_second: Box::new(|_| 0.0),
         };
     };
     let runs_with = |per_run: &[u64]| per_run.iter().filter(|&&n| n > 0).count() as u32;
+    let per_second = move |sig: &Signature| {
+        let node = scenario.nodes[sig.node].name.as_str();
+        match &sig.sign {
+            Sign::Failure {
+                syscall, errno, path, ..
+            } => p
+                .failures
+                .iter()
+                .filter(|f| {
+                    f.node == node && f.syscall == *syscall && f.errno == *errno && same_path(&f.path, path)
+                })
+                .map(|f| f.per_second)
+                .sum(),
+            Sign::Function { symbol } => p
+                .functions
+                .iter()
+                .filter(|f| {
+                    f.symbol == *symbol && (f.node == node || f.shared_with.iter().any(|s| s == node))
+                })
+                .map(|f| f.per_second)
+                .fold(0.0, f64::max),
+            _ => 0.0,
+        }
+    };
     let seen_in = move |sig: &Signature| {
         let node = scenario.nodes[sig.node].name.as_str();
         match &sig.sign {
@@ -226,7 +296,9 @@ pub fn fault_free_of<'a>(profile: Option<&'a Profile>, scenario: &'a Scenario) -
             } => p
                 .failures
                 .iter()
-                .filter(|f| f.node == node && f.syscall == *syscall && f.errno == *errno && f.path == *path)
+                .filter(|f| {
+                    f.node == node && f.syscall == *syscall && f.errno == *errno && same_path(&f.path, path)
+                })
                 .map(|f| runs_with(&f.per_run))
                 .max(),
             Sign::Function { symbol } => p
@@ -250,20 +322,25 @@ pub fn fault_free_of<'a>(profile: Option<&'a Profile>, scenario: &'a Scenario) -
     FaultFree {
         runs: p.runs,
         seen_in: Box::new(seen_in),
+        per_second: Box::new(per_second),
     }
 }
 
-/// Rewrites the timelines of the chain's runs with the chain drawn as flow arrows; returns
+/// Rewrites the timelines of the chains' runs with each chain drawn as flow arrows; returns
 /// a line per timeline that could not be rewritten (the report does not depend on them).
 pub fn write_timelines(flows: &[(PathBuf, Vec<usize>)]) -> Vec<String> {
     let mut problems = Vec::new();
+    let mut by_timeline: std::collections::BTreeMap<&PathBuf, Vec<Vec<usize>>> = Default::default();
     for (timeline, chain) in flows {
+        by_timeline.entry(timeline).or_default().push(chain.clone());
+    }
+    for (timeline, chains) in by_timeline {
         let Some(trace_dir) = timeline.parent() else {
             continue;
         };
         let dumps = run_dumps(trace_dir);
-        let written = Merged::read(&dumps)
-            .and_then(|m| tracedump::perfetto::write_with_flows(&m, timeline, std::slice::from_ref(chain)));
+        let written =
+            Merged::read(&dumps).and_then(|m| tracedump::perfetto::write_with_flows(&m, timeline, &chains));
         if let Err(e) = written {
             problems.push(format!("timeline {}: {e:#}", timeline.display()));
         }
@@ -271,19 +348,22 @@ pub fn write_timelines(flows: &[(PathBuf, Vec<usize>)]) -> Vec<String> {
     problems
 }
 
-/// The chain of a search's accepted schedule from the
-/// runs kept under `out`, the profile and production's timeline.
+/// The chains of a search's accepted schedule, one per fault that a reproduced run shows,
+/// from the runs kept under `out`, the profile and production's timeline.
 pub fn of_search(
     out: &Path,
     accepted: &Schedule,
     scenario: &Scenario,
     timeline: &Timeline,
     profile: Option<&Profile>,
-) -> Option<super::Chain> {
+) -> Vec<super::Chain> {
     let runs = load_runs(out, accepted, scenario);
     let peers = crate::analysis::diagnose::peer_map(timeline, scenario);
     let production = production_events(timeline, scenario, &peers);
-    super::build(&runs, &fault_free_of(profile, scenario), &production)
+    let fault_free = fault_free_of(profile, scenario);
+    (0..accepted.faults.len())
+        .filter_map(|fault| super::build(&runs, fault, &fault_free, &production))
+        .collect()
 }
 
 /// The dumps of a run's trace directory, sorted by name (none when it cannot be read).

@@ -62,7 +62,8 @@ fn run(bug: bool, events: &[(u64, Signature)]) -> TracedRun {
     TracedRun {
         label: "r".into(),
         bug,
-        anchor: events.iter().position(|e| e.sig == fault()),
+        anchors: vec![events.iter().position(|e| e.sig == fault())],
+        controls: vec![!bug],
         events,
         timeline: Some("t.perfetto".into()),
     }
@@ -100,6 +101,7 @@ fn no_profile() -> FaultFree<'static> {
     FaultFree {
         runs: 3,
         seen_in: Box::new(|s: &Signature| if *s == coincidence() { 3 } else { 0 }),
+        per_second: Box::new(|_| 0.0),
     }
 }
 
@@ -115,7 +117,7 @@ fn a_chain_across_three_nodes_in_time_order() {
         (111, function(1, "apply_gap")),
         (140, exited(2, 1)),
     ]);
-    let c = build(&runs(), &no_profile(), &prod).unwrap();
+    let c = build(&runs(), 0, &no_profile(), &prod).unwrap();
     let links: Vec<(&Signature, u64, u32, u32, u32)> = c
         .links
         .iter()
@@ -147,7 +149,7 @@ fn a_chain_across_three_nodes_in_time_order() {
 
 #[test]
 fn a_coincidental_event_is_left_out() {
-    let c = build(&runs(), &no_profile(), &[]).unwrap();
+    let c = build(&runs(), 0, &no_profile(), &[]).unwrap();
     assert!(c.links.iter().all(|l| l.sig != coincidence()));
     assert_eq!(c.left_out, vec![coincidence()]);
     // an event before the fault is not its consequence, even if it happens again after it
@@ -159,7 +161,7 @@ fn a_coincidental_event_is_left_out() {
         sig: exited(1, 2),
         index: 9,
     });
-    let c = build(&rs, &no_profile(), &[]).unwrap();
+    let c = build(&rs, 0, &no_profile(), &[]).unwrap();
     assert!(c.links.iter().all(|l| l.sig != exited(1, 2)));
 }
 
@@ -171,7 +173,7 @@ fn production_shows_the_links_it_has_after_its_own_fault() {
         (100, fault()),
         (103, function(1, "apply_gap")),
     ]);
-    let c = build(&runs(), &no_profile(), &prod).unwrap();
+    let c = build(&runs(), 0, &no_profile(), &prod).unwrap();
     let prod: Vec<Option<u64>> = c
         .links
         .iter()
@@ -184,7 +186,7 @@ fn production_shows_the_links_it_has_after_its_own_fault() {
     );
     assert!(c.production_fault);
     let mut text = String::new();
-    section(&mut text, Some(&c), &scenario());
+    section(&mut text, std::slice::from_ref(&c), &scenario());
     assert!(text.starts_with(render::TITLE), "{text}");
     assert!(
         text.contains(
@@ -208,14 +210,14 @@ fn production_shows_the_links_it_has_after_its_own_fault() {
     );
 
     // a dump without the fault's event: no production times at all
-    let c = build(&runs(), &no_profile(), &production(&[(5, exited(2, 1))])).unwrap();
+    let c = build(&runs(), 0, &no_profile(), &production(&[(5, exited(2, 1))])).unwrap();
     assert!(!c.production_fault && c.links.iter().all(|l| l.production_after_ns.is_none()));
 }
 
 #[test]
 fn no_reproduced_run_with_the_fault_no_chain() {
     let rs: Vec<TracedRun> = runs().into_iter().filter(|r| !r.bug).collect();
-    assert!(build(&rs, &no_profile(), &[]).is_none());
+    assert!(build(&rs, 0, &no_profile(), &[]).is_none());
 }
 
 #[test]
@@ -271,4 +273,162 @@ fn signatures_leave_out_pids_fds_and_raw_paths() {
         signature(&sc, 2, &event(1, killed), &no_peer).sign.to_string(),
         "killed by SIGKILL"
     );
+}
+
+/// A profile of three fault-free runs of 10 s: b failed `openat` on its run directory's
+/// `stat.tmp` (a signature anchored in the run directory) 20 times in the first, never in
+/// the others.
+fn profile_with_stat_tmp() -> crate::analysis::profile::Profile {
+    use crate::analysis::profile::{aggregate, FailureKey, RunData};
+    let runs: Vec<RunData> = [20, 0, 0]
+        .into_iter()
+        .map(|n| {
+            let mut r = RunData {
+                seconds: 10.0,
+                ..Default::default()
+            };
+            let key = FailureKey {
+                node: "b".into(),
+                syscall: "openat".into(),
+                errno: "ENOENT".into(),
+                path: Some("{workdir}/b*/stat.tmp".into()),
+            };
+            r.failures.insert(key, n);
+            r
+        })
+        .collect();
+    aggregate(&scenario(), &[], &runs, 2.0)
+}
+
+#[test]
+fn an_event_the_profile_shows_at_a_comparable_rate_is_no_link() {
+    let stat = failure(1, "openat", "ENOENT", "*/stat.tmp");
+    let mut rs = runs();
+    for r in rs.iter_mut().filter(|r| r.bug) {
+        let at_ns = r.events[r.anchors[0].unwrap()].at_ns + 3 * MS;
+        let index = r.events.len();
+        r.events.push(RunEvent {
+            at_ns,
+            sig: stat.clone(),
+            index,
+        });
+        r.events.sort_by_key(|e| e.at_ns);
+    }
+    let (profile, sc) = (profile_with_stat_tmp(), scenario());
+    let fault_free = fault_free_of(Some(&profile), &sc);
+    // the profile's signature is anchored, the chain's not: the same file all the same
+    assert_eq!((fault_free.seen_in)(&stat), 1);
+    assert!(((fault_free.per_second)(&stat) - 2.0 / 3.0).abs() < 1e-9);
+    let c = build(&rs, 0, &fault_free, &[]).unwrap();
+    assert!(c.links.iter().all(|l| l.sig != stat), "{:#?}", c.links);
+    assert_eq!(c.routine, vec![stat.clone()]);
+    // without the profile's rate it is a link: one fault-free run of three is not enough
+    let c = build(&rs, 0, &no_profile(), &[]).unwrap();
+    assert!(c.links.iter().any(|l| l.sig == stat));
+}
+
+/// A replicated stream that fails only when a kill of a (fault 1) and a partition of b
+/// (fault 2) combine. After the kill a runs its recovery; after the partition b's link to a
+/// falls silent; only with both does c exit. Minimization's runs that dropped one of them
+/// (no bug) are the other's controls, not its own.
+#[test]
+fn each_fault_of_a_schedule_gets_its_chain_with_its_own_controls() {
+    let killed = Signature {
+        node: 0,
+        sign: Sign::Killed {
+            signal: "SIGKILL".into(),
+        },
+    };
+    let silent = Signature {
+        node: 1,
+        sign: Sign::Gap {
+            peer: Some("a".into()),
+            port: 7000,
+        },
+    };
+    let recover = function(0, "recover");
+    let run = |bug: bool, kill: bool, cut: bool| {
+        let mut events = vec![(0, function(0, "main"))];
+        if kill {
+            events.extend([(10, killed.clone()), (15, recover.clone())]);
+        }
+        if cut {
+            events.push((20, silent.clone()));
+        }
+        if bug {
+            events.push((40, exited(2, 1)));
+        }
+        let events: Vec<RunEvent> = events
+            .into_iter()
+            .enumerate()
+            .map(|(index, (ms, sig))| RunEvent {
+                at_ns: 1_000 * MS + ms * MS,
+                sig,
+                index,
+            })
+            .collect();
+        TracedRun {
+            label: "r".into(),
+            bug,
+            anchors: match bug {
+                true => vec![
+                    events.iter().position(|e| e.sig == killed),
+                    events.iter().position(|e| e.sig == silent),
+                ],
+                false => vec![None, None],
+            },
+            // a control of each fault its schedule did not have
+            controls: vec![!bug && !kill, !bug && !cut],
+            events,
+            timeline: None,
+        }
+    };
+    let rs = vec![
+        run(true, true, true),
+        run(true, true, true),
+        run(false, true, false),  // minimization: without the partition
+        run(false, false, true),  // minimization: without the kill
+        run(false, false, false), // the fault-free check
+    ];
+    let kill = build(&rs, 0, &no_profile(), &[]).unwrap();
+    let sigs: Vec<&Signature> = kill.links.iter().map(|l| &l.sig).collect();
+    assert_eq!(
+        sigs,
+        [&killed, &recover, &silent, &exited(2, 1)],
+        "the kill's controls had no kill"
+    );
+    assert_eq!(kill.other_runs, 2);
+    let cut = build(&rs, 1, &no_profile(), &[]).unwrap();
+    let sigs: Vec<&Signature> = cut.links.iter().map(|l| &l.sig).collect();
+    assert_eq!(sigs, [&silent, &exited(2, 1)], "{:#?}", cut.links);
+    assert_eq!(cut.other_runs, 2);
+    assert_eq!(cut.links[1].in_other, 0);
+    let mut text = String::new();
+    section(&mut text, &[kill, cut], &scenario());
+    assert!(text.contains("### Fault 1: a killed by SIGKILL"), "{text}");
+    assert!(
+        text.contains("### Fault 2: b connection to a (port 7000) fell silent"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_run_s_schedule_has_a_fault_whatever_its_place_or_count() {
+    use crate::model::schedule::Schedule;
+    let accepted = Schedule::parse(
+        "[[faults]]\nnode = \"a\"\nkind = \"crash\"\n[[faults]]\nnode = \"b\"\nkind = \"syscall\"\nsyscall = \"write\"\nerrno = \"EIO\"\nnth = 4\n",
+        "s",
+    )
+    .unwrap();
+    let level1 = Schedule::parse(
+        "[[faults]]\nnode = \"b\"\nkind = \"syscall\"\nsyscall = \"write\"\nerrno = \"EIO\"\n",
+        "s",
+    )
+    .unwrap();
+    assert!(!runs::has_fault(&level1, &accepted.faults[0]));
+    assert!(
+        runs::has_fault(&level1, &accepted.faults[1]),
+        "another Nth call, the same fault"
+    );
+    assert!(!runs::has_fault(&Schedule::default(), &accepted.faults[1]));
 }
