@@ -159,3 +159,70 @@ fn diagnose_names_a_differing_setting_and_a_different_build() {
     );
     assert!(!t.contains("mode fast"), "no line of a file that matches: {t}");
 }
+
+/// A tmpfs mounted for a test (its options given), unmounted when dropped.
+struct Tmpfs(tempfile::TempDir);
+
+impl Tmpfs {
+    fn mount(options: &str) -> Tmpfs {
+        let dir = tempfile::tempdir().unwrap();
+        let status = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", options, "tmpfs"])
+            .arg(dir.path())
+            .status()
+            .unwrap();
+        assert!(status.success(), "mount -t tmpfs -o {options}");
+        Tmpfs(dir)
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(self.0.path()).status();
+    }
+}
+
+#[test]
+#[ignore = "system test: needs root (loads BPF programs, creates namespaces); scripts/test runs it"]
+fn diagnose_names_production_s_working_directory_on_another_kind_of_storage() {
+    require_root();
+    let links = link_count();
+    let build = confreader_build("a");
+    let dir = tempfile::tempdir().unwrap();
+    let sc = scenario(dir.path(), &build, "mode safe");
+    let run = kept_run(&sc);
+    assert_clean(links);
+    // production ran in a small tmpfs mounted `sync`, its configuration file there too
+    let fs = Tmpfs::mount("size=1m,sync");
+    let conf = fs.0.path().join("app.conf");
+    std::fs::write(&conf, "mode safe\nport 7400\n").unwrap();
+    let d = Daemon::start(&["--target-comm", "confreader"]);
+    let status = Command::new(&build)
+        .args([conf.to_str().unwrap(), "300"])
+        .current_dir(fs.0.path())
+        .stdout(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let dump = d.dump();
+    let t = diagnose(&sc, &dump, &run.0, false);
+    let row = t
+        .lines()
+        .find(|l| l.contains("app/confreader storage working directory:"))
+        .unwrap_or_else(|| panic!("no working directory row: {t}"));
+    assert!(row.contains(": differs: "), "{row}");
+    assert!(row.contains("tmpfs (1.0 MiB"), "production's: {row}");
+    assert!(row.contains("options sync") || row.contains("sync vs"), "{row}");
+    let v: serde_json::Value = serde_json::from_str(&diagnose(&sc, &dump, &run.0, true)).unwrap();
+    let rows = v["testbed_drift"]["rows"].as_array().unwrap();
+    assert!(
+        rows.iter()
+            .any(|r| r["kind"] == "storage" && r["verdict"] == "different"),
+        "{rows:#?}"
+    );
+    assert!(
+        rows.iter()
+            .any(|r| r["kind"] == "container" && r["verdict"] == "same"),
+        "neither ran in a container: {rows:#?}"
+    );
+}

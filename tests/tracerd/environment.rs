@@ -182,3 +182,89 @@ fn a_configuration_file_opened_again_and_again_is_sent_once() {
         .expect("the target is in the process table");
     config_file(&p["environment"], "/etc/hostname");
 }
+
+/// A tmpfs mounted for a test (its options given), unmounted when dropped.
+struct Tmpfs(tempfile::TempDir);
+
+impl Tmpfs {
+    fn mount(options: &str) -> Tmpfs {
+        let dir = tempfile::tempdir().unwrap();
+        let status = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", options, "tmpfs"])
+            .arg(dir.path())
+            .status()
+            .unwrap();
+        assert!(status.success(), "mount -t tmpfs -o {options}");
+        Tmpfs(dir)
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(self.0.path()).status();
+    }
+}
+
+/// A target working in a tmpfs mounted `sync`, whose failed open names a file in a
+/// directory reached through a symlink to another tmpfs (a WAL directory on a filesystem
+/// of its own): the dump records both filesystems, and where the symlink led.
+#[test]
+#[ignore = "system test: needs root (loads BPF programs, creates namespaces); scripts/test runs it"]
+fn where_a_target_keeps_its_files_is_recorded() {
+    require_root();
+    let (home, wal) = (Tmpfs::mount("size=2m,sync"), Tmpfs::mount("size=1m"));
+    std::os::unix::fs::symlink(wal.0.path(), home.0.path().join("pg_wal")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let shell = dir.path().join("eg_storage");
+    std::fs::copy("/bin/dash", &shell).expect("copying /bin/dash");
+    let d = Daemon::start(&["--target-comm", "eg_storage"]);
+    // the shell's own open of a WAL segment that is not there, named relative to its cwd
+    let target = start_until_ready(
+        Command::new(&shell)
+            .args(["-c", "< pg_wal/missing.seg; echo ready; read x"])
+            .current_dir(home.0.path()),
+    );
+    let dump = d.dump();
+    drop(target);
+    let meta = inspect_meta(&dump);
+    let p = meta["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["comm"] == "eg_storage")
+        .unwrap_or_else(|| panic!("no eg_storage process: {meta:#}"));
+    let storage = p["environment"]["storage"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{p:#}"));
+    let of_role = |role: &str| {
+        storage
+            .iter()
+            .find(|s| s["role"] == role)
+            .unwrap_or_else(|| panic!("no {role} storage: {storage:#?}"))
+    };
+    let cwd = of_role("cwd");
+    assert_eq!(cwd["path"], home.0.path().display().to_string());
+    assert_eq!(cwd["fs_type"], "tmpfs");
+    let options: Vec<&str> = cwd["options"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o.as_str().unwrap())
+        .collect();
+    assert!(options.contains(&"sync"), "{cwd:#}");
+    assert_eq!(cwd["size_bytes"], 2 << 20, "{cwd:#}");
+    // the loader's probes name directories too (/etc of ld.so.preload): the WAL's is there
+    let wal_dir = home.0.path().join("pg_wal").display().to_string();
+    let file = storage
+        .iter()
+        .find(|s| s["role"] == "file" && s["path"] == wal_dir.as_str())
+        .unwrap_or_else(|| panic!("no storage of {wal_dir}: {storage:#?}"));
+    assert_eq!(file["resolved"], wal.0.path().display().to_string(), "{file:#}");
+    assert_eq!(
+        file["mount_point"],
+        wal.0.path().display().to_string(),
+        "{file:#}"
+    );
+    assert_eq!(file["size_bytes"], 1 << 20, "{file:#}");
+    assert_eq!(of_role("root")["path"], "/");
+}

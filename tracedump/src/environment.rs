@@ -29,6 +29,86 @@ pub struct ProcEnvironment {
     /// files (libraries or configuration) left out because a bound was reached
     #[serde(default, skip_serializing_if = "is_zero")]
     pub dropped_files: u32,
+    /// the filesystems of its working directory, of the directories its command line names,
+    /// of its root, and of the directories of the files its recorded failures and short
+    /// writes named, each directory once (absent in dumps written before they were recorded)
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub storage: Vec<DirStorage>,
+}
+
+/// The filesystem a directory of a process was on, as tracerd found it in the process's
+/// mount namespace.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct DirStorage {
+    /// the directory as the process named it
+    pub path: String,
+    /// "cwd", "argument" (named by its command line), "root" (its `/`), or "file" (the
+    /// directory of a file one of its recorded events named)
+    pub role: String,
+    /// for "argument": the index in the command line of the argument naming it
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub argument: Option<u32>,
+    /// the real directory, when a symlink on the way led elsewhere
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resolved: Option<String>,
+    pub mount_point: String,
+    /// the filesystem type (mountinfo's): "ext4", "xfs", "tmpfs", "overlay", "fuse.sshfs"
+    pub fs_type: String,
+    /// the mount's source: a block device, "tmpfs", a server's export
+    pub source: String,
+    /// the mount's options then the filesystem's, each once
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub options: Vec<String>,
+    /// the filesystem's size and the bytes free to an unprivileged writer, when tracerd looked
+    #[serde(default)]
+    pub size_bytes: u64,
+    #[serde(default)]
+    pub free_bytes: u64,
+}
+
+/// Filesystem types over the network: their durability is the server's.
+const NETWORK_FS: [&str; 6] = ["nfs", "nfs4", "cifs", "smb3", "ceph", "glusterfs"];
+
+/// Mount options that change what a write or a flush promises (not `noatime` and the like).
+pub fn durability_options(options: &[String]) -> Vec<&str> {
+    options
+        .iter()
+        .map(String::as_str)
+        .filter(|o| {
+            let name = o.split('=').next().unwrap_or(o);
+            matches!(
+                name,
+                "ro" | "sync"
+                    | "dirsync"
+                    | "data"
+                    | "barrier"
+                    | "nobarrier"
+                    | "journal_async_commit"
+                    | "commit"
+            )
+        })
+        .collect()
+}
+
+impl DirStorage {
+    /// What kind of storage it is: "tmpfs", "overlay", "fuse", "network", "block" (a
+    /// device's filesystem) or "other".
+    pub fn kind(&self) -> &'static str {
+        let t = self.fs_type.as_str();
+        if t == "tmpfs" || t == "ramfs" {
+            "tmpfs"
+        } else if t == "overlay" {
+            "overlay"
+        } else if t == "fuse" || t.starts_with("fuse.") || t == "fuseblk" {
+            "fuse"
+        } else if NETWORK_FS.contains(&t) {
+            "network"
+        } else if self.source.starts_with("/dev/") {
+            "block"
+        } else {
+            "other"
+        }
+    }
 }
 
 /// One file as it was on disk when tracerd looked.

@@ -109,6 +109,14 @@ impl Redactor {
                 self.apply_in_place(text);
             }
         }
+        for d in p.environment.iter_mut().flat_map(|e| e.storage.iter_mut()) {
+            for s in [&mut d.path, &mut d.mount_point, &mut d.source] {
+                self.apply_in_place(s);
+            }
+            if let Some(r) = &mut d.resolved {
+                self.apply_in_place(r);
+            }
+        }
     }
 }
 

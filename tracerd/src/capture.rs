@@ -154,6 +154,48 @@ pub fn take_dump(
     take_dump_with(engine, rec, config, dir, seq, None)
 }
 
+/// Per process, the directories of the files its failed calls and short writes in `records`
+/// named (a path argument, a relative one against its cwd, or the file behind its fd), each
+/// once: where the environment worker looks up their filesystems.
+fn touched_dirs<'r>(
+    records: impl Iterator<Item = &'r Record>,
+    open_files: &[tracedump::dump::OpenFile],
+    blobs: &tracedump::record::BlobArena,
+    processes: &[tracedump::process::ProcInfo],
+) -> std::collections::HashMap<u32, Vec<String>> {
+    let cwd_of: std::collections::HashMap<u32, &str> = processes
+        .iter()
+        .filter_map(|p| Some((p.pid, p.cwd.as_deref()?)))
+        .collect();
+    let by_open: std::collections::HashMap<u64, &str> =
+        open_files.iter().map(|o| (o.open_id, o.path.as_str())).collect();
+    let mut touched: std::collections::HashMap<u32, Vec<String>> = Default::default();
+    for r in records {
+        let Payload::SyscallFailure { blob, open_id, .. } = r.payload else {
+            continue;
+        };
+        let named = match (by_open.get(&open_id), blob.is_none()) {
+            (Some(path), _) => Some(path.to_string()),
+            (None, false) => blobs.get(blob).map(|b| String::from_utf8_lossy(&b).into_owned()),
+            _ => None,
+        };
+        let absolute = named.and_then(|p| match p.starts_with('/') {
+            true => Some(p),
+            false => cwd_of
+                .get(&r.pid)
+                .map(|cwd| format!("{}/{p}", cwd.trim_end_matches('/'))),
+        });
+        let Some(dir) = absolute.and_then(|p| Path::new(&p).parent().map(|d| d.display().to_string())) else {
+            continue;
+        };
+        let dirs = touched.entry(r.pid).or_default();
+        if !dirs.contains(&dir) {
+            dirs.push(dir);
+        }
+    }
+    touched
+}
+
 /// `take_dump`, recording why the dump wrote itself.
 pub fn take_dump_with(
     engine: &Engine,
@@ -193,7 +235,13 @@ pub fn take_dump_with(
     let redactor = Redactor::new(&config.redact, "redact").unwrap_or_default();
     let moved = redact_paths(&redactor, rec.ring.iter().chain(ongoing.iter()), &mut blobs);
     let mut processes = rec.procs.snapshot();
-    rec.environments.fill(&mut processes);
+    let touched = touched_dirs(
+        rec.ring.iter().chain(ongoing.iter()),
+        &open_files,
+        &rec.blobs,
+        &processes,
+    );
+    rec.environments.fill(&mut processes, touched);
     processes.iter_mut().for_each(|p| redactor.process(p));
     let mut open_files = open_files;
     open_files

@@ -1,7 +1,9 @@
 //! What each traced process was built from and configured with (the dump's
 //! `ProcInfo::environment`, tracedump/src/environment.rs): its executable and libraries, the
 //! configuration files its command line names or it opened read-only under /etc at its start
-//! (the kernel reports those: bpf/tracer/config_opens.h), its rlimits and cgroup limits.
+//! (the kernel reports those: bpf/tracer/config_opens.h), its rlimits and cgroup limits, and
+//! the filesystems of its working, data and root directories and of the directories its
+//! recorded events named (storage.rs).
 //!
 //! The recorder tells [`Environments`] what happens (a process learned at its exec or by the
 //! start-up scan, a fork, a configuration file opened, an exit) through a bounded queue that
@@ -11,6 +13,7 @@
 //! waiting at most [`COLLECT_WAIT`] for the worker.
 mod files;
 mod proc_files;
+mod storage;
 mod worker;
 
 use std::collections::HashMap;
@@ -120,14 +123,18 @@ impl Environments {
         self.send(Msg::Exit(pid));
     }
 
-    /// Sets the environment of every process of `procs` (a dump's table). The worker forgets
-    /// the processes not in it (the table evicted them).
-    pub fn fill(&mut self, procs: &mut [ProcInfo]) {
+    /// Sets the environment of every process of `procs` (a dump's table), with the
+    /// filesystems of the directories `touched` (pid -> directories its recorded events
+    /// named). The worker forgets the processes not in it (the table evicted them).
+    pub fn fill(&mut self, procs: &mut [ProcInfo], touched: HashMap<u32, Vec<String>>) {
         let Some(tx) = &self.tx else { return };
         let (reply, answer) = bounded(1);
         let pids = procs.iter().map(|p| p.pid).collect();
         // blocking: the collect must follow what is queued, and the worker drains the queue
-        if tx.send_timeout(Msg::Collect(pids, reply), COLLECT_WAIT).is_ok() {
+        if tx
+            .send_timeout(Msg::Collect(pids, touched, reply), COLLECT_WAIT)
+            .is_ok()
+        {
             match answer.recv_timeout(COLLECT_WAIT) {
                 Ok(c) => {
                     self.worker_lost = c.lost;

@@ -12,7 +12,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use tracedump::environment::{ConfigFile, FileIdentity, ProcEnvironment};
 
 use super::files::{FileRef, IdentityCache};
-use super::proc_files;
+use super::{proc_files, storage};
 
 /// When the loader has mapped a process's libraries: the first look, before the one at the
 /// end of its start window (a process may not live that long).
@@ -20,6 +20,9 @@ const FIRST_LOOK: Duration = Duration::from_millis(300);
 
 /// File versions whose hashes are kept (a few hundred bytes each).
 const CACHE_VERSIONS: usize = 16_384;
+
+/// Directories whose filesystem is recorded per process at most.
+const MAX_DIRS: usize = 16;
 
 /// The bounds the worker works within (from the configuration).
 #[derive(Clone, Copy, Debug)]
@@ -57,8 +60,10 @@ pub enum Msg {
         after_ns: u64,
     },
     Exit(u32),
-    /// the environments of these pids (refreshed where alive), and what the worker dropped
-    Collect(Vec<u32>, Sender<Collected>),
+    /// the environments of these pids (refreshed where alive), with the filesystems of the
+    /// directories their recorded events named (pid -> directories), and what the worker
+    /// dropped
+    Collect(Vec<u32>, HashMap<u32, Vec<String>>, Sender<Collected>),
 }
 
 pub struct Collected {
@@ -72,6 +77,9 @@ struct Tracked {
     exe: Option<String>,
     cgroup: Option<String>,
     exited: bool,
+    /// it runs in tracerd's mount namespace: once it has ended, tracerd's view of a
+    /// directory is its
+    shared_mounts: bool,
     /// configuration files left out by the bound (libraries left out are counted per look)
     config_dropped: u32,
 }
@@ -129,8 +137,8 @@ impl Worker {
                     t.exited = true;
                 }
             }
-            Msg::Collect(pids, reply) => {
-                let _ = reply.send(self.collect(&pids));
+            Msg::Collect(pids, touched, reply) => {
+                let _ = reply.send(self.collect(&pids, &touched));
             }
         }
     }
@@ -162,6 +170,7 @@ impl Worker {
             exe: l.exe.clone(),
             cgroup: l.cgroup,
             exited: false,
+            shared_mounts: shares_mount_namespace(l.pid),
             config_dropped: 0,
         };
         if let Some(exe) = &l.exe {
@@ -174,6 +183,17 @@ impl Worker {
         }
         for (index, path) in proc_files::argument_paths(&l.argv, l.cwd.as_deref()) {
             self.add_config(&mut t, l.pid, &path, "argument", Some(index), 0);
+        }
+        // its working and data directories, and its root
+        let mut dirs: Vec<(String, &str, Option<u32>)> = vec![("/".into(), "root", None)];
+        dirs.extend(l.cwd.clone().map(|c| (c, "cwd", None)));
+        dirs.extend(
+            proc_files::argument_paths(&l.argv, l.cwd.as_deref())
+                .into_iter()
+                .map(|(i, p)| (p, "argument", Some(i))),
+        );
+        for (dir, role, argument) in dirs {
+            add_storage(&mut t, l.pid, &dir, role, argument);
         }
         self.tracked.insert(l.pid, t);
         // a look now as well: the limits are the exec's, and a process that ends before the
@@ -198,6 +218,7 @@ impl Worker {
             exe: p.exe.clone(),
             cgroup: p.cgroup.clone(),
             exited: false,
+            shared_mounts: p.shared_mounts,
             config_dropped: p.config_dropped,
         };
         if self.make_room(child) {
@@ -311,13 +332,16 @@ impl Worker {
         }
     }
 
-    fn collect(&mut self, pids: &[u32]) -> Collected {
+    fn collect(&mut self, pids: &[u32], touched: &HashMap<u32, Vec<String>>) -> Collected {
         let wanted: std::collections::HashSet<u32> = pids.iter().copied().collect();
         self.tracked.retain(|pid, _| wanted.contains(pid));
         let mut environments = Vec::with_capacity(pids.len());
         for &pid in pids {
             self.look(pid);
-            if let Some(t) = self.tracked.get(&pid) {
+            if let Some(t) = self.tracked.get_mut(&pid) {
+                for dir in touched.get(&pid).into_iter().flatten() {
+                    add_storage(t, pid, dir, "file", None);
+                }
                 environments.push((pid, t.env.clone()));
             }
         }
@@ -326,6 +350,24 @@ impl Worker {
             lost: self.lost,
         }
     }
+}
+
+/// Records the filesystem of `t`'s directory `dir` (once, within [`MAX_DIRS`]).
+fn add_storage(t: &mut Tracked, pid: u32, dir: &str, role: &str, argument: Option<u32>) {
+    if t.env.storage.len() >= MAX_DIRS || t.env.storage.iter().any(|d| d.path == dir) {
+        return;
+    }
+    let shared = t.exited && t.shared_mounts;
+    if let Some(s) = storage::lookup(pid, dir, role, argument, shared) {
+        t.env.storage.push(s);
+    }
+}
+
+/// Whether `pid` runs in tracerd's own mount namespace.
+fn shares_mount_namespace(pid: u32) -> bool {
+    let ns = |p: &str| std::fs::read_link(p).ok();
+    let own = ns("/proc/self/ns/mnt");
+    own.is_some() && ns(&format!("/proc/{pid}/ns/mnt")) == own
 }
 
 /// The contents to record from the first bytes read (at most `capture` + 1): text only (a
@@ -398,7 +440,7 @@ mod tests {
             parent: pid,
         });
         w.handle(Msg::Exit(pid + 1));
-        let got = w.collect(&[pid, pid + 1]);
+        let got = w.collect(&[pid, pid + 1], &HashMap::new());
         assert_eq!(got.environments.len(), 2);
         let env = &got.environments[0].1;
         assert!(env
@@ -419,7 +461,33 @@ mod tests {
             "the test binary maps libc, ld.so and more"
         );
         assert!(env.rlimits.iter().any(|r| r.resource == "Max open files"));
+        // where it keeps its files: its root and its working directory
+        let cwd = dir.path().display().to_string();
+        assert!(
+            env.storage.iter().any(|d| d.role == "root" && d.path == "/"),
+            "{:?}",
+            env.storage
+        );
+        assert!(
+            env.storage.iter().any(|d| d.role == "cwd" && d.path == cwd),
+            "{:?}",
+            env.storage
+        );
         assert_eq!(got.environments[1].1.config_files, env.config_files);
+        // the directory of a file its recorded events named, looked up when a dump is taken
+        let sub = dir.path().join("data");
+        std::fs::create_dir(&sub).unwrap();
+        let sub = sub.display().to_string();
+        let touched: HashMap<u32, Vec<String>> = [(pid, vec![sub.clone(), sub.clone()])].into();
+        let again = w.collect(&[pid, pid + 1], &touched);
+        let files: Vec<&str> = again.environments[0]
+            .1
+            .storage
+            .iter()
+            .filter(|d| d.role == "file")
+            .map(|d| d.path.as_str())
+            .collect();
+        assert_eq!(files, [sub.as_str()]);
         // full: a third process finds room only in place of the exited child
         w.handle(Msg::Fork {
             child: pid + 2,
@@ -435,6 +503,6 @@ mod tests {
             path: etc,
             after_ns: 0,
         });
-        assert_eq!(w.collect(&[pid]).lost, 2);
+        assert_eq!(w.collect(&[pid], &HashMap::new()).lost, 2);
     }
 }

@@ -19,7 +19,9 @@
 //!   on one side with the k-th on the other. A file left unpaired is missing on the other
 //!   side. Both contents known: the differing lines (comments, blank lines and runs of
 //!   blanks ignored, `files.rs`), else the SHA-256 says whether they differ;
-//! - **kernel** (each side's dump), **rlimits** by resource, **cgroup limits** by file.
+//! - **kernel** (each side's dump), **rlimits** by resource, **cgroup limits** by file;
+//! - **storage** (`storage.rs`): the filesystems of a program's root, working directory and
+//!   argument directories, of a node's files that lived apart, and its container.
 //!
 //! `side.rs` reads each side's processes out of dumps (or a profile); `render.rs` writes
 //! the section.
@@ -33,6 +35,7 @@ use crate::model::scenario::Scenario;
 mod files;
 mod render;
 mod side;
+mod storage;
 #[cfg(test)]
 mod tests;
 
@@ -54,6 +57,10 @@ pub enum Kind {
     Config,
     Rlimit,
     Cgroup,
+    /// the filesystem of a directory
+    Storage,
+    /// the container runtime the process ran in
+    Container,
 }
 
 /// How the two sides of a row compare.
@@ -188,6 +195,13 @@ pub fn compare(production: &[Sample], testbed: &[Sample], scenario: &Scenario, l
                 }
             }
         }
+        // the node's files that lived apart from its working directory, whatever process
+        rows.program = String::new();
+        let (p_node, t_node): (Vec<&Sample>, Vec<&Sample>) = (
+            production.iter().filter(|s| s.node == node).collect(),
+            testbed.iter().filter(|s| s.node == node).collect(),
+        );
+        storage::compare_files(&mut rows, &p_node, &t_node);
     }
     drift
 }
@@ -263,6 +277,7 @@ fn compare_process(rows: &mut Rows, p: &Sample, t: &Sample) {
     compare_libraries(rows, pe, te);
     files::compare_configs(rows, p, t);
     compare_limits(rows, pe, te);
+    storage::compare_program(rows, p, t);
 }
 
 /// Whether two files are one build: by ELF build id, else by SHA-256.

@@ -16,6 +16,8 @@ fn kind_name(k: Kind) -> &'static str {
         Kind::Config => "config",
         Kind::Rlimit => "rlimit",
         Kind::Cgroup => "cgroup",
+        Kind::Storage => "storage",
+        Kind::Container => "container",
     }
 }
 
@@ -71,7 +73,8 @@ pub fn headlines(d: &Drift) -> Vec<String> {
         Kind::Executable => 1,
         Kind::Library => 2,
         Kind::Kernel => 3,
-        _ => 4,
+        Kind::Storage | Kind::Container => 4,
+        _ => 5,
     };
     rows.sort_by_key(|r| rank(r));
     rows.into_iter().map(headline).collect()
@@ -112,6 +115,18 @@ fn headline(r: &Row) -> String {
             "the testbed's {} (node {node}) is not production's: {}",
             r.name, r.detail
         ),
+        (Kind::Storage, _) => format!(
+            "the testbed's {} (node {node}) is not on production's kind of storage: {} (production {}, testbed {})",
+            r.name,
+            r.detail,
+            value(&r.production),
+            value(&r.testbed)
+        ),
+        (Kind::Container, _) => format!(
+            "the testbed's {node} ran in container {}, production's in {}",
+            value(&r.testbed),
+            value(&r.production)
+        ),
         (Kind::Kernel, _) => format!(
             "the testbed's kernel is {}, production's {} (node {node})",
             value(&r.testbed),
@@ -135,7 +150,7 @@ pub fn text(d: &Drift) -> String {
     if differences.is_empty() && !d.rows.is_empty() {
         let _ = writeln!(
             out,
-            "  the testbed's builds, configuration files, kernel and limits match production's ({} compared)",
+            "  the testbed's builds, configuration files, kernel, limits and storage match production's ({} compared)",
             d.rows.len()
         );
     }

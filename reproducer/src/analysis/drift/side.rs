@@ -26,6 +26,8 @@ pub struct Sample {
     pub program: String,
     pub cmdline: Vec<String>,
     pub environment: ProcEnvironment,
+    /// the container runtime it ran in ("docker", "podman", ...), none outside containers
+    pub container: Option<String>,
 }
 
 /// The processes of one dump that are nodes and have an environment.
@@ -42,6 +44,7 @@ pub fn samples(meta: &DumpMeta, map: &NodeMap) -> Vec<Sample> {
                 program: program_of(p),
                 cmdline: p.cmdline.clone().unwrap_or_default(),
                 environment: p.environment.clone()?,
+                container: p.container_runtime.clone(),
             })
         })
         .collect()
@@ -155,6 +158,8 @@ pub struct ProfiledProcess {
     #[serde(default)]
     pub cmdline: Vec<String>,
     pub environment: ProcEnvironment,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container: Option<String>,
 }
 
 /// What a profile keeps of a run's samples: each node's program's first process.
@@ -167,6 +172,7 @@ pub fn to_profile(samples: &[Sample], scenario: &Scenario) -> Vec<ProfiledProces
             kernel: s.kernel.clone(),
             cmdline: s.cmdline.clone(),
             environment: s.environment.clone(),
+            container: s.container.clone(),
         })
         .collect()
 }
@@ -181,6 +187,7 @@ pub fn from_profile(kept: &[ProfiledProcess], scenario: &Scenario) -> Vec<Sample
                 program: p.program.clone(),
                 cmdline: p.cmdline.clone(),
                 environment: p.environment.clone(),
+                container: p.container.clone(),
                 ..Default::default()
             })
         })

@@ -1,4 +1,4 @@
-use tracedump::environment::{CgroupLimit, ConfigFile, FileIdentity, ProcEnvironment, Rlimit};
+use tracedump::environment::{CgroupLimit, ConfigFile, DirStorage, FileIdentity, ProcEnvironment, Rlimit};
 
 use super::*;
 
@@ -48,6 +48,7 @@ fn sample(node: usize, cmdline: &str, env: ProcEnvironment) -> Sample {
         program: cmdline[0].rsplit('/').next().unwrap().to_string(),
         cmdline,
         environment: env,
+        container: None,
     }
 }
 
@@ -74,6 +75,7 @@ fn redis(conf_path: &str, contents: &str) -> Sample {
                 value: "max".into(),
             }],
             dropped_files: 0,
+            storage: Vec::new(),
         },
     )
 }
@@ -471,4 +473,119 @@ fn libraries_or_limits_one_side_did_not_record_are_one_unknown_row() {
         ]
     );
     assert_eq!(d.differences().count(), 0, "{:?}", d.rows);
+}
+
+fn dir(path: &str, role: &str, fs_type: &str, source: &str, options: &str) -> DirStorage {
+    DirStorage {
+        path: path.into(),
+        role: role.into(),
+        argument: (role == "argument").then_some(2),
+        resolved: None,
+        mount_point: path
+            .rsplit_once('/')
+            .map_or("/", |(m, _)| if m.is_empty() { "/" } else { m })
+            .into(),
+        fs_type: fs_type.into(),
+        source: source.into(),
+        options: options
+            .split(',')
+            .filter(|o| !o.is_empty())
+            .map(String::from)
+            .collect(),
+        size_bytes: 16 << 20,
+        free_bytes: 1 << 18,
+    }
+}
+
+/// etcd-like: production in a podman container (root on an overlay), its data directory on
+/// a nearly full tmpfs and its WAL behind a symlink on another filesystem; the testbed plain.
+fn stored(production: bool) -> Sample {
+    let mut s = sample(1, "kvnode --data /var/lib/kv", ProcEnvironment::default());
+    let (root, data, wal) = if production {
+        let mut wal = dir("/var/lib/kv/wal", "file", "ext4", "/dev/sdb1", "rw,data=journal");
+        wal.resolved = Some("/mnt/wal".into());
+        (
+            dir("/", "root", "overlay", "overlay", "rw"),
+            dir("/var/lib/kv", "argument", "tmpfs", "tmpfs", "rw,size=16384k"),
+            wal,
+        )
+    } else {
+        (
+            dir("/", "root", "ext4", "/dev/vda1", "rw,relatime"),
+            dir("/scratch/run-1/kv", "argument", "ext4", "/dev/vda1", "rw,noatime"),
+            dir("/scratch/run-1/kv/wal", "file", "ext4", "/dev/vda1", "rw"),
+        )
+    };
+    let cwd = dir("/srv", "cwd", "ext4", "/dev/vda1", "rw,noatime");
+    s.environment.storage = vec![root, cwd, data, wal];
+    s.container = production.then(|| "podman".to_string());
+    s
+}
+
+#[test]
+fn storage_and_container_are_compared_and_named_first_when_they_differ() {
+    let d = compare(&[stored(true)], &[stored(false)], &scenario(), "run");
+    let row = |name: &str| {
+        d.rows
+            .iter()
+            .find(|r| r.kind == Kind::Storage && r.name.starts_with(name))
+            .unwrap_or_else(|| panic!("no {name} row: {:#?}", d.rows))
+    };
+    assert_eq!(row("root").verdict, Verdict::Different);
+    assert_eq!(
+        row("working directory").verdict,
+        Verdict::Same,
+        "noatime is no durability option"
+    );
+    let data = row("argument 2");
+    assert_eq!(data.verdict, Verdict::Different);
+    assert!(
+        data.detail.starts_with("tmpfs (tmpfs) vs ext4 (block)"),
+        "{}",
+        data.detail
+    );
+    assert!(
+        data.production
+            .as_deref()
+            .unwrap()
+            .contains("tmpfs (16.0 MiB, 1% free) at /var/lib"),
+        "{data:?}"
+    );
+    let wal = row("directory wal");
+    assert_eq!(wal.verdict, Verdict::Different);
+    assert!(
+        wal.detail.starts_with("options data=journal vs (none)"),
+        "{}",
+        wal.detail
+    );
+    assert!(
+        wal.production
+            .as_deref()
+            .unwrap()
+            .contains("through a symlink to /mnt/wal"),
+        "{wal:?}"
+    );
+    let container = d.rows.iter().find(|r| r.kind == Kind::Container).unwrap();
+    assert_eq!(
+        (
+            container.verdict,
+            container.production.as_deref(),
+            container.testbed.as_deref()
+        ),
+        (Verdict::Different, Some("podman"), Some("none"))
+    );
+    let lines = headlines(&d);
+    assert!(
+        lines.iter().any(|l| l.starts_with("the testbed's argument 2 (node db) is not on production's kind of storage: tmpfs (tmpfs) vs ext4 (block)")),
+        "{lines:#?}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l == "the testbed's db ran in container none, production's in podman"),
+        "{lines:#?}"
+    );
+    // the same storage on both sides: nothing named
+    let same = compare(&[stored(false)], &[stored(false)], &scenario(), "run");
+    assert_eq!(same.differences().count(), 0, "{:#?}", same.rows);
 }
