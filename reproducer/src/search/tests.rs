@@ -922,6 +922,92 @@ fn partitions_alone_are_tried_only_when_needed_and_at_most_a_few() {
     assert_eq!(level_1_attempts(&r).len(), 1);
 }
 
+#[test]
+fn a_node_cut_off_from_two_peers_at_once_is_minimized_as_one_event() {
+    // production: db1 cut off from db2 and db3 by one firewall rule (two silences that began
+    // 50 ms apart), then a pause of db3; the bug needs the pause and a partition, and either
+    // partition alone shows it in the sequential test's runs (in a real cluster: in most
+    // runs, not all)
+    let pause = FaultGuess::Pause {
+        duration_ms: 500,
+        cause: "stopped".into(),
+    };
+    let mut second = candidate(partition(2, 6100), 0, 2, &[]);
+    second.at_ns += 50_000_000;
+    let d = diagnosis(vec![
+        candidate(partition(1, 6000), 0, 2, &[]),
+        second,
+        candidate(pause, 2, 9, &[]),
+    ]);
+    let mut fake = Fake::new(|plan, _, _| has_kind(plan, FaultKind::Pause) && !partitions(plan).is_empty());
+    let r = search(&mut fake, &d, 150).0.unwrap();
+    assert_eq!(r.outcome, Outcome::Reproduced);
+    assert!(r.minimized.is_empty(), "{:?}", r.minimized);
+    assert_eq!(r.schedule.unwrap().faults.len(), 3, "both partitions kept");
+    let tried: Vec<&str> = r
+        .attempts
+        .iter()
+        .map(|a| a.what.as_str())
+        .filter(|w| w.starts_with("minimize"))
+        .collect();
+    assert_eq!(
+        tried,
+        [
+            "minimize: without fault 3 (pause of db3 for 500 ms)",
+            "minimize: without faults 1 and 2 (partition db1–db2 for 6000 ms, partition db1–db3 for 6100 ms: one event in production)"
+        ],
+        "the two partitions dropped together, never one alone"
+    );
+}
+
+#[test]
+fn partitions_of_one_node_at_different_times_are_minimized_apart() {
+    // db1 cut off from db2 at 2 s and from db3 at 10 s: two events; the bug needs the first
+    let d = diagnosis(vec![
+        candidate(partition(1, 3000), 0, 2, &[]),
+        candidate(partition(2, 3000), 0, 10, &[]),
+    ]);
+    let mut fake = Fake::new(|plan, _, _| partitions(plan).contains(&(0, 1)));
+    let r = search(&mut fake, &d, 150).0.unwrap();
+    assert_eq!(r.outcome, Outcome::Reproduced);
+    let schedule = r.schedule.unwrap();
+    assert_eq!(schedule.faults.len(), 1, "{schedule:?}");
+    assert!(
+        matches!(&schedule.faults[0].action, Action::Partition { peers, .. } if peers == &["db2".to_string()]),
+        "{schedule:?}"
+    );
+}
+
+#[test]
+fn one_event_needs_a_shared_node_and_half_the_shorter_silence_together() {
+    use super::minimize::one_event;
+    let at = |peer, start_ms: u64, duration_ms| {
+        let mut c = candidate(partition(peer, duration_ms), 0, 0, &[]);
+        c.at_ns = start_ms * 1_000_000;
+        c
+    };
+    assert!(one_event(&at(1, 0, 4000), &at(2, 100, 4000)));
+    assert!(
+        one_event(&at(1, 0, 4000), &at(2, 2000, 4000)),
+        "half of the shorter"
+    );
+    assert!(!one_event(&at(1, 0, 4000), &at(2, 2100, 4000)), "less than half");
+    assert!(
+        !one_event(&at(1, 0, 4000), &at(2, 4000, 1000)),
+        "touching is not overlapping"
+    );
+    let mut other_pair = candidate(partition(2, 4000), 1, 0, &[]);
+    other_pair.at_ns = 0;
+    assert!(
+        one_event(&at(1, 0, 4000), &other_pair),
+        "db1–db2 and db2–db3 share db2"
+    );
+    assert!(
+        !one_event(&at(1, 0, 4000), &candidate(crash(), 0, 0, &[])),
+        "partitions only"
+    );
+}
+
 fn syscall(name: &str, errno: &str) -> FaultGuess {
     FaultGuess::Syscall {
         syscall: name.into(),
