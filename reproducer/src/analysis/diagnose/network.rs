@@ -207,7 +207,7 @@ impl Builder<'_> {
         c.who = node_name(self.scenario, node);
         c.occurrences = group.len() as u32;
         let ev = evidence(group, all, &reconnects, (start, end));
-        let mut support = self.flow_support(&flows, heard_at, sender);
+        let mut support = self.flow_support(group);
         if ev.resumed {
             support.push("traffic resumed after it".to_string());
         }
@@ -293,22 +293,36 @@ impl Builder<'_> {
 
 impl Builder<'_> {
     /// What a group's datagram flows add: the silent end kept sending, the sender's own dump
-    /// says it kept sending all along, only one direction was lost.
-    fn flow_support(&self, flows: &[&FlowSides], heard_at: usize, sender: usize) -> Vec<String> {
-        let (end, from) = (
-            node_name(self.scenario, heard_at),
-            node_name(self.scenario, sender),
-        );
+    /// says it kept sending all along, only one direction was lost. Each is said of the
+    /// silence that shows it, with that silence's own ends: a pair's silences are seen from
+    /// either end.
+    fn flow_support(&self, group: &[&Silence]) -> Vec<String> {
+        let (lo, hi) = group[0].pair;
+        let ends = |s: &Silence| {
+            let from = if s.end_node == lo { hi } else { lo };
+            (
+                node_name(self.scenario, s.end_node),
+                node_name(self.scenario, from),
+            )
+        };
+        let flows = || group.iter().filter_map(|s| Some((*s, s.flow.as_ref()?)));
         let mut support = Vec::new();
-        if let Some(n) = flows.iter().filter(|f| f.kept_sending()).map(|f| f.sent).max() {
+        if let Some((s, f)) = flows()
+            .filter(|(_, f)| f.kept_sending())
+            .max_by_key(|(_, f)| f.sent)
+        {
+            let (end, from) = ends(s);
             support.push(format!(
-                "{end} kept sending to {from} ({n} datagrams) while it heard nothing"
+                "{end} kept sending to {from} ({} datagrams) while it heard nothing",
+                f.sent
             ));
         }
-        if flows.iter().any(|f| f.peer_kept_sending) {
+        if let Some((s, _)) = flows().find(|(_, f)| f.peer_kept_sending) {
+            let (end, from) = ends(s);
             support.push(format!("{from}'s flow table: it kept sending to {end} all along"));
         }
-        if flows.iter().any(|f| f.one_way()) {
+        if let Some((s, _)) = flows().find(|(_, f)| f.one_way()) {
+            let (end, from) = ends(s);
             support.push(format!(
                 "only {from}→{end} was lost: {end}'s datagrams kept reaching {from}"
             ));

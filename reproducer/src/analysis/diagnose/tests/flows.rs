@@ -217,3 +217,63 @@ fn a_one_way_loss_is_a_partition_of_the_senders_datagrams() {
     assert!(cut[0].why.contains("only a→b was lost"), "{}", cut[0].why);
     assert!(cut[0].evidence.kept_sending && cut[0].evidence.peer_kept_sending);
 }
+
+#[test]
+fn what_each_end_did_is_said_of_that_end() {
+    // a firewall in a's namespace drops a's traffic with b both ways at 100 s for 6 s: a's
+    // sends fail there (EPERM), so a sent nothing to b while it heard nothing; b kept
+    // sending to a (30 datagrams), as its flow table says; a's silence comes first in the
+    // pair's group
+    let mut t = timeline(vec![
+        flow_gap(
+            100 * S,
+            (0, 5405),
+            "10.9.0.2:5405",
+            6000,
+            (5000, 100),
+            (0, 80),
+            UDP,
+        ),
+        flow_gap(
+            100 * S + S / 20,
+            (1, 5405),
+            "10.9.0.1:5405",
+            5950,
+            (5000, 100),
+            (30, 80),
+            UDP,
+        ),
+        state(108 * S, 2, tracedump::event::State::Exited { code: 1 }),
+    ]);
+    t.flows = vec![
+        // a's sends resumed after the cut; b's went on throughout
+        table_flow(
+            0,
+            "10.9.0.2:5405",
+            UDP,
+            Some((106 * S, 150 * S)),
+            Some((106 * S, 150 * S)),
+        ),
+        table_flow(
+            1,
+            "10.9.0.1:5405",
+            UDP,
+            Some((106 * S, 150 * S)),
+            Some((10 * S, 150 * S)),
+        ),
+    ];
+    let d = diagnose(&t, Some(&scenario()), None);
+    let cut = partitions(&d, Verdict::Cause);
+    assert_eq!(cut.len(), 1, "{:#?}", d.candidates);
+    let why = &cut[0].why;
+    assert!(
+        why.contains("b kept sending to a (30 datagrams) while it heard nothing"),
+        "{why}"
+    );
+    assert!(!why.contains("a kept sending"), "a's sends failed: {why}");
+    assert!(
+        why.contains("b's flow table: it kept sending to a all along"),
+        "{why}"
+    );
+    assert!(!partition_guess(cut[0]).3, "both directions were lost: {why}");
+}
