@@ -20,7 +20,9 @@
  * reads the peer's address (the call's own sockaddr, else the connected socket's) and looks the
  * flow up once per datagram (at most FLOW_BATCH of a recvmmsg or sendmmsg). Other syscalls
  * and other processes pay a compare of the syscall number. Not seen: read(2) and write(2) on a
- * connected UDP socket.
+ * connected UDP socket. Not arrivals: reads of the socket's error queue (MSG_ERRQUEUE, with
+ * IP_RECVERR: an ICMP error or a local one about a datagram the process sent, named by that
+ * datagram's destination; knet reads them), which say the peer did not take a datagram.
  *
  * Bounded: flows_per_process flows a process and the `flows` map's size in all; a flow that
  * does not fit is counted (TRACERD_CNT_FLOWS_FULL).
@@ -41,6 +43,7 @@
 #define NR_recvmsg 47
 #define NR_recvmmsg 299
 #define NR_sendmmsg 307
+#define MSG_ERRQUEUE 0x2000
 
 /* Datagrams received since a flow's previous silence before the next silence is a gap: one
  * datagram gives no cadence (a request's answer, a lone query), two do. */
@@ -267,6 +270,9 @@ static __always_inline int track_datagrams(struct pt_regs *regs, long nr, long r
 	__u64 now;
 	long i;
 
+	/* the flags are recvmsg's third argument, recvfrom's and recvmmsg's fourth */
+	if ((flags & FLOW_RECEIVED) && ((nr == NR_recvmsg ? regs->dx : regs->r10) & MSG_ERRQUEUE))
+		return 0;
 	key.tgid = bpf_get_current_pid_tgid() >> 32;
 	if (!is_target(key.tgid))
 		return 0;

@@ -11,6 +11,10 @@
  *       Sends one UDP datagram from each of SOCKETS fresh sockets (each its own port).
  *   heartbeat sink LOCAL_PORT COUNT TIMEOUT_MS
  *       Receives up to COUNT UDP datagrams (recvfrom), prints "received M".
+ *   heartbeat errors PEER_ADDR PEER_PORT COUNT
+ *       Sends COUNT UDP datagrams 50 ms apart to a port nobody listens on, with IP_RECVERR,
+ *       and reads each ICMP error back from the error queue (recvmsg MSG_ERRQUEUE, as knet
+ *       does); prints "ready" once bound, then "errors N".
  *
  * Addresses are IPv4 or IPv6 (by their form).
  */
@@ -219,14 +223,52 @@ static int sink(int argc, char **argv)
 	return 0;
 }
 
+static int errors(int argc, char **argv)
+{
+	struct sockaddr_storage peer, from;
+	char buf[64], control[256];
+	int fd, i, n, on = 1, got = 0;
+	socklen_t len;
+
+	if (argc != 5 || !(len = sockaddr_of(argv[2], atoi(argv[3]), &peer))) {
+		fprintf(stderr, "usage: heartbeat errors PEER_ADDR PEER_PORT COUNT\n");
+		return 2;
+	}
+	n = atoi(argv[4]);
+	fd = bound_socket(peer.ss_family, SOCK_DGRAM, 0, 0);
+	if (peer.ss_family == AF_INET ? setsockopt(fd, SOL_IP, IP_RECVERR, &on, sizeof(on))
+				      : setsockopt(fd, SOL_IPV6, IPV6_RECVERR, &on, sizeof(on))) {
+		perror("setsockopt RECVERR");
+		return 1;
+	}
+	printf("ready\n");
+	fflush(stdout);
+	for (i = 0; i < n; i++) {
+		struct pollfd p = { fd, 0, 0 };
+		struct iovec iov = { buf, sizeof(buf) };
+		struct msghdr m = { .msg_name = &from, .msg_namelen = sizeof(from), .msg_iov = &iov,
+				    .msg_iovlen = 1, .msg_control = control, .msg_controllen = sizeof(control) };
+
+		send_one(fd, "msg", &peer, len);
+		/* POLLERR is reported whatever the events asked */
+		if (poll(&p, 1, 200) > 0 && (p.revents & POLLERR) && recvmsg(fd, &m, MSG_ERRQUEUE) >= 0)
+			got++;
+		usleep(50000);
+	}
+	printf("errors %d\n", got);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
+	if (argc > 1 && !strcmp(argv[1], "errors"))
+		return errors(argc, argv);
 	if (argc > 1 && !strcmp(argv[1], "spray"))
 		return spray(argc, argv);
 	if (argc > 1 && !strcmp(argv[1], "sink"))
 		return sink(argc, argv);
 	if (argc > 1 && (!strcmp(argv[1], "udp") || !strcmp(argv[1], "raw")))
 		return heartbeat(argc, argv);
-	fprintf(stderr, "usage: heartbeat udp|raw|spray|sink ...\n");
+	fprintf(stderr, "usage: heartbeat udp|raw|spray|sink|errors ...\n");
 	return 2;
 }

@@ -314,3 +314,32 @@ fn a_process_holds_at_most_its_share_of_flows_and_the_rest_is_counted() {
         "an ended process's flows are gone"
     );
 }
+
+#[test]
+#[ignore = "system test: needs root (loads BPF programs); scripts/test runs it"]
+fn an_error_queue_read_is_no_datagram_from_the_peer() {
+    require_root();
+    // twelve datagrams to a port nobody listens on, each answered by an ICMP port unreachable
+    // that the sender reads from its error queue (IP_RECVERR, recvmsg MSG_ERRQUEUE: what knet
+    // does), named by the datagram's destination
+    let prog = program_as("heartbeat", "hb_errq");
+    let d = Daemon::start(&["--target-comm", "hb_errq", "--gap-ms", "200"]);
+    let out = run_ok(Command::new(&prog).args(["errors", "127.0.0.1", "47125", "12"]));
+    let errors: u32 = out
+        .lines()
+        .find_map(|l| l.strip_prefix("errors "))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no errors line in {out:?}"));
+    assert!(errors >= 10, "the errors were read from the queue: {out:?}");
+    let meta = inspect_meta(&d.dump());
+    let flows = meta["flows"].as_array().expect("the dump's flow table");
+    let flow = flows
+        .iter()
+        .find(|f| f["peer"] == "127.0.0.1:47125")
+        .unwrap_or_else(|| panic!("the flow to the closed port in {flows:#?}"));
+    assert_eq!(flow["sent"], 12, "{flow:#}");
+    assert_eq!(
+        flow["received"], 0,
+        "an error about a datagram sent is no datagram received: {flow:#}"
+    );
+}
