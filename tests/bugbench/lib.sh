@@ -230,6 +230,9 @@ bb_tracerd_launch() {
     echo "ring_events = 200000"
     echo "gap_ms = 1000"
     echo "pause_ms = 1000"
+    # the incident's dump is the one bb_dump asks for; a dump at stop would be a second,
+    # later dump of the same host beside it in OUT_DIR
+    echo "dump_on_stop = false"
     echo "target_comm = [\"$2\"]"
     [ -n "$FUNCTIONS_FILE" ] && echo "functions = \"$FUNCTIONS_FILE\""
   } > "$cfg"
