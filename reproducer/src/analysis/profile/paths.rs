@@ -137,7 +137,8 @@ fn under<'p>(path: &'p str, dir: &str) -> Option<&'p str> {
 }
 
 /// The run directory of a trace: the value `{workdir}` had in the command lines of the
-/// scenario's nodes, read back from their processes (`node_of` maps a pid to its node).
+/// scenario's nodes, read back from their processes (`node_of` maps a pid to its node): an
+/// argument, or a word of a shell's command string, against the arguments of a process.
 /// A test run and a production host that ran the scenario's commands both give it, so both
 /// sides make the same signatures. A node's command may be a wrapper that execs the server
 /// (`sh -c 'mkdir -p {workdir}/n2 && exec postgres -D {workdir}/n2'`, `env`, `setpriv`,
@@ -599,5 +600,43 @@ mod tests {
             "/ is no run directory"
         );
         assert_eq!(workdir_in("{workdir}/db1", "relative/db1"), None);
+    }
+
+    #[test]
+    fn a_server_a_shell_string_execs_names_the_run_directory_in_its_own_arguments() {
+        // the shell and its mounts end before tracerd reads them; the server changes into a
+        // state directory of its own, below the run directory
+        let scenario = Scenario::parse(
+            "name = \"cs\"\n[[nodes]]\nname = \"c1\"\ncommand = [\"unshare\", \"--mount\", \"sh\", \"-c\", \"mount -t tmpfs run /run && exec corosync -f -c '{workdir}/c1/corosync.conf'\"]\n\
+             [[nodes]]\nname = \"c2\"\ncommand = [\"sh\", \"-c\", \"cd {workdir} && exec kvnode /etc/kv.conf\"]\n\
+             [workload]\ncommand = [\"true\"]\n[oracle]\ncommand = [\"false\"]\n",
+            "t",
+        )
+        .expect("scenario");
+        let proc_ = |pid: u32, argv: &[&str], cwd: &str| ProcInfo {
+            pid,
+            cmdline: Some(argv.iter().map(|s| s.to_string()).collect()),
+            cwd: Some(cwd.to_string()),
+            ..Default::default()
+        };
+        let processes = [
+            proc_(
+                1,
+                &["corosync", "-f", "-c", "/srv/bb.X3k9Qa/c1/corosync.conf"],
+                "/srv/bb.X3k9Qa/c1",
+            ),
+            proc_(2, &["kvnode", "/etc/kv.conf"], "/srv/state"),
+        ];
+        let nodes = |pid: u32| Some(pid as usize - 1);
+        assert_eq!(
+            workdir_of(&scenario, &processes, nodes).as_deref(),
+            Some("/srv/bb.X3k9Qa"),
+            "not the server's own working directory"
+        );
+        // a word that is `{workdir}` alone matches any path: it says nothing
+        assert_eq!(
+            workdir_of(&scenario, &processes[1..], nodes).as_deref(),
+            Some("/srv/state")
+        );
     }
 }
