@@ -269,6 +269,7 @@ pub fn take_dump_with(
         function_calls: engine.function_calls()?,
         unattached_functions: engine.unattached_functions().to_vec(),
         detached_functions: engine.detached_functions().to_vec(),
+        removed_functions: engine.removed_functions().to_vec(),
         syscall_counts: engine.syscall_counts()?,
         trigger,
         flows: crate::flows::flow_table(engine)?,

@@ -240,7 +240,7 @@ impl Daemon {
                 .map(|c| (c.rule, c.fired, c.suppressed))
                 .collect(),
             uprobe_attach_failed: engine.uprobe_attach_failed(),
-            uprobes: engine.functions().len(),
+            uprobes: engine.listed_functions(),
             unmatched_functions: engine.unmatched_functions(),
             containers: crate::metrics::per_container(rec.procs.iter()),
         })
@@ -361,7 +361,7 @@ pub fn run(config: Config, reread: impl Fn() -> Result<Config> + 'static) -> Res
     let mut rec = Recorder::new(&config);
     rec.add_processes(engine.take_initial_processes());
     rec.triggers = Some(crate::triggers::Triggers::new(&config.triggers)?);
-    rec.watch_execs = !engine.functions().is_empty();
+    rec.watch_execs = engine.listed_functions() > 0;
     crate::control::spawn_listener(listener, tx)?;
     let mut daemon = Daemon {
         exporter: exporter_of(&config),
@@ -392,7 +392,7 @@ pub fn run(config: Config, reread: impl Fn() -> Result<Config> + 'static) -> Res
         } else {
             "every process"
         },
-        engine.functions().len(),
+        engine.listed_functions(),
         c.ring_events,
         c.dump_dir.display()
     );

@@ -32,7 +32,7 @@ use crate::mapdump::for_each_entry;
 use crate::procs::{exe_key, scan_targets};
 use crate::recorder::Recorder;
 use crate::skel::OwnedSkel;
-use crate::uprobes::{HitPrograms, Uprobes};
+use crate::uprobes::{counter_entries, HitPrograms, Relist, Relisted, Uprobes};
 
 /// Most records one poll or drain takes before `run`'s requests get their turn. libbpf's
 /// consume loop goes on while records keep coming: on a host where the kernel fills the
@@ -69,6 +69,17 @@ fn check_host() -> Result<()> {
     Ok(())
 }
 
+/// Checks the binaries of `functions` (`config`'s list): an `uprobe` entry names a file of
+/// the host; a functions file's binary may be only in the targets' containers (see `uprobes`).
+pub fn check_functions(config: &Config, functions: &[FunctionSpec]) -> Result<()> {
+    for (id, f) in functions.iter().enumerate() {
+        if id < config.uprobe.len() || f.binary.exists() {
+            check_function(f)?;
+        }
+    }
+    Ok(())
+}
+
 fn check_function(spec: &FunctionSpec) -> Result<()> {
     let md = std::fs::metadata(&spec.binary).with_context(|| {
         format!(
@@ -95,16 +106,11 @@ impl Engine {
     pub fn start(config: &Config) -> Result<Engine> {
         check_host()?;
         let functions = config.function_specs()?;
-        // `uprobe` entries name files of the host; a functions file's binary may be only in
-        // the targets' containers (see `uprobes`)
-        for (id, f) in functions.iter().enumerate() {
-            if id < config.uprobe.len() || f.binary.exists() {
-                check_function(f)?;
-            }
-        }
+        check_functions(config, &functions)?;
         let cgroups = crate::cgroup::resolve_targets(config)?;
         kernel::route_libbpf_logs();
         let uprobe_multi = kernel::uprobe_multi_links();
+        let functions_at_start = functions.len();
         let mut sections = Vec::new();
         let mut syscall_hook = String::new();
         let mut skel = OwnedSkel::new(|storage| {
@@ -134,7 +140,12 @@ impl Engine {
         for p in &initial_processes {
             register_target(&skel, p.pid)?;
         }
-        let uprobes = Uprobes::new(functions, uprobe_multi, config.detach_functions_after_calls);
+        let uprobes = Uprobes::new(
+            functions,
+            counter_entries(functions_at_start),
+            uprobe_multi,
+            config.detach_functions_after_calls,
+        );
         let engine = Engine {
             skel,
             uprobes: RefCell::new(uprobes),
@@ -195,10 +206,10 @@ impl Engine {
         open.maps.conns.set_max_entries(config.connections)?;
         open.maps.flows.set_max_entries(config.flows)?;
         open.maps.flow_counts.set_max_entries(config.flows)?;
-        // functions.len() is bounded by MAX_FUNCTIONS (config::function_specs)
+        // bounded by MAX_FUNCTIONS; with room for the functions reloads add
         open.maps
             .function_calls
-            .set_max_entries(functions.len().max(1) as u32)?;
+            .set_max_entries(counter_entries(functions.len()) as u32)?;
         open.maps
             .syscall_counts
             .set_max_entries(if config.count_syscalls {
@@ -206,10 +217,8 @@ impl Engine {
             } else {
                 1
             })?;
-        if functions.is_empty() {
-            open.progs.function_hit.set_autoload(false);
-        }
-        if functions.is_empty() || !uprobe_multi {
+        // loaded without functions too: a reload may list some
+        if !uprobe_multi {
             open.progs.function_hit_multi.set_autoload(false);
         }
         Ok(open)
@@ -227,9 +236,55 @@ impl Engine {
         }
     }
 
-    /// Uprobe targets, indexed by function id.
+    /// Uprobe targets, indexed by function id: every function listed since start.
     pub fn functions(&self) -> std::cell::Ref<'_, [FunctionSpec]> {
         std::cell::Ref::map(self.uprobes.borrow(), Uprobes::functions)
+    }
+
+    /// Functions on the list now (a reload may have dropped some of [`Engine::functions`]).
+    pub fn listed_functions(&self) -> usize {
+        self.uprobes.borrow().listed()
+    }
+
+    /// Function ids a reload took off the list (counted up to then).
+    pub fn removed_functions(&self) -> std::cell::Ref<'_, [usize]> {
+        std::cell::Ref::map(self.uprobes.borrow(), Uprobes::removed)
+    }
+
+    /// Attaches what the function list `list` adds to the one in force (see `uprobes::relist`);
+    /// what it drops stays attached until [`Engine::commit_functions`].
+    pub fn relist_functions(&self, list: &[FunctionSpec], tolerate: bool) -> Result<Relist> {
+        self.uprobes
+            .borrow_mut()
+            .relist(&self.hit_programs(), list, tolerate)
+    }
+
+    /// Detaches the functions the new list drops; when it names binaries not listed before,
+    /// probes them in the targets' mount namespaces as well.
+    pub fn commit_functions(&self, relisted: Relisted) -> Result<()> {
+        let new_binaries = relisted.new_binaries;
+        self.uprobes.borrow_mut().commit(&self.hit_programs(), relisted)?;
+        if new_binaries {
+            for pid in self.traced_pids() {
+                self.probe_functions_in_root_of(pid)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Detaches what [`Engine::relist_functions`] attached: the list in force before stays.
+    pub fn undo_functions(&self, relisted: Relisted) {
+        self.uprobes.borrow_mut().undo(relisted);
+    }
+
+    /// The processes in the kernel's target set.
+    fn traced_pids(&self) -> Vec<u32> {
+        self.skel
+            .maps
+            .targets
+            .keys()
+            .filter_map(|k| Some(u32::from_ne_bytes(k.get(..4)?.try_into().ok()?)))
+            .collect()
     }
 
     pub fn uprobe_attach_failed(&self) -> u64 {
@@ -250,7 +305,7 @@ impl Engine {
     /// Probes the function list's binaries as process `pid` sees them, where they are files
     /// not probed yet (a container's copies).
     fn probe_functions_in_root_of(&self, pid: u32) -> Result<()> {
-        if self.uprobes.borrow().functions().is_empty() {
+        if self.uprobes.borrow().listed() == 0 {
             return Ok(());
         }
         self.uprobes

@@ -4,18 +4,21 @@
 use anyhow::Result;
 
 use crate::config::Config;
-use crate::engine::Engine;
+use crate::engine::{check_functions, Engine};
 use crate::recorder::Recorder;
 use crate::triggers::Triggers;
+use crate::uprobes::Relist;
 
 /// Settings a reload applies. Every other setting keeps its value until a restart.
-const APPLIED: [&str; 14] = [
+const APPLIED: [&str; 16] = [
     "dump_dir",
     "dump_dir_max_bytes",
     "dump_dir_max_files",
     "dump_on_stop",
     "gap_ms",
     "pause_ms",
+    "functions",
+    "uprobe",
     "target_comm",
     "target_exe",
     "target_pid",
@@ -47,12 +50,17 @@ pub struct Reloaded {
 
 /// Applies what it can of `new` (validated) over `old`. Nothing is changed when a part of
 /// it cannot be applied (an executable that does not exist, a trigger rule that does not
-/// compile): the error says why and `old` stays in force.
+/// compile, a function that cannot be attached): the error says why and `old` stays in force.
 pub fn apply(engine: &Engine, rec: &mut Recorder, old: &Config, new: Config) -> Result<Reloaded> {
     let changed = changed(old, &new)?;
     let mut kept: Vec<String> = changed
         .iter()
         .filter(|k| !APPLIED.contains(&k.as_str()))
+        .cloned()
+        .collect();
+    let mut applied: Vec<String> = changed
+        .iter()
+        .filter(|k| APPLIED.contains(&k.as_str()))
         .cloned()
         .collect();
     let mut config = old.clone();
@@ -76,13 +84,40 @@ pub fn apply(engine: &Engine, rec: &mut Recorder, old: &Config, new: Config) -> 
     config.metrics_interval_ms = new.metrics_interval_ms;
     config.redact = new.redact.clone();
     config.triggers = new.triggers.clone();
-    // everything that can fail comes before anything changes
+    // everything that can fail comes before anything changes, or is undone
     let mut triggers = Triggers::new(&config.triggers)?;
-    let found = if selection_changes || !config.has_targets() {
-        Vec::new()
+    let list = new.function_specs()?;
+    check_functions(&new, &list)?;
+    let relist = engine.relist_functions(&list, old.tolerate_unattachable_functions)?;
+    let retargeted = if selection_changes || !config.has_targets() {
+        Ok(Vec::new())
     } else {
-        engine.retarget(old, &config)?
+        engine.retarget(old, &config)
     };
+    let found = match retargeted {
+        Ok(found) => found,
+        Err(e) => {
+            if let Relist::Changed(r) = relist {
+                engine.undo_functions(r);
+            }
+            return Err(e);
+        }
+    };
+    let functions = match relist {
+        Relist::TooMany { needed, room } => {
+            applied.retain(|k| k != "functions" && k != "uprobe");
+            kept.push(format!(
+                "the function list ({needed} functions listed since start, the call counters hold {room})"
+            ));
+            String::new()
+        }
+        relist => {
+            config.uprobe = new.uprobe.clone();
+            config.functions = new.functions.clone();
+            commit_functions(engine, relist, &mut applied)?
+        }
+    };
+    rec.watch_execs = engine.listed_functions() > 0;
     engine.set_thresholds(config.gap_ms, config.pause_ms)?;
     if let Some(before) = rec.triggers.take() {
         triggers.carry_over(before);
@@ -95,13 +130,12 @@ pub fn apply(engine: &Engine, rec: &mut Recorder, old: &Config, new: Config) -> 
             .filter(|p| rec.procs.get(p.pid).is_none())
             .collect(),
     );
-    let applied: Vec<&String> = changed.iter().filter(|k| APPLIED.contains(&k.as_str())).collect();
     let mut summary = if applied.is_empty() {
         "reloaded: nothing to apply".to_string()
     } else {
-        let names: Vec<&str> = applied.iter().map(|s| s.as_str()).collect();
-        format!("reloaded: applied {}", names.join(", "))
+        format!("reloaded: applied {}", applied.join(", "))
     };
+    summary += &functions;
     summary += &format!(
         "; {} processes traced now, {newly} selected by the new targets",
         engine.targets_now()
@@ -110,6 +144,24 @@ pub fn apply(engine: &Engine, rec: &mut Recorder, old: &Config, new: Config) -> 
         summary += &format!("; needs a restart, kept as it was: {}", kept.join(", "));
     }
     Ok(Reloaded { config, summary })
+}
+
+/// Puts a changed function list in force (its additions attached already); returns what the
+/// summary says of it. A functions file that changed under the same name is applied too.
+fn commit_functions(engine: &Engine, relist: Relist, applied: &mut Vec<String>) -> Result<String> {
+    let Relist::Changed(r) = relist else {
+        return Ok(String::new());
+    };
+    let (added, dropped) = (r.added, r.dropped());
+    if !applied.iter().any(|k| k == "functions" || k == "uprobe") {
+        applied.push("the functions file's list".into());
+    }
+    engine.commit_functions(r)?;
+    let said = format!(
+        "; functions: {added} attached, {dropped} detached, {} listed",
+        engine.listed_functions()
+    );
+    Ok(said)
 }
 
 #[cfg(test)]

@@ -222,7 +222,7 @@ pub fn gather(
             ..Default::default()
         },
         functions: Functions {
-            configured: engine.functions().len(),
+            configured: engine.listed_functions(),
             attach_failed: engine.uprobe_attach_failed(),
             unmatched: engine.unmatched_functions(),
         },

@@ -19,12 +19,17 @@
 //! list binary found nowhere, neither on the host nor in a target's file system, is
 //! unmatched: counted and named (`tracerd status`, the metrics), not silent.
 //!
+//! A reload changes the list (`relist`): the functions it adds are attached under new ids
+//! appended to the table, those it drops are detached and keep their id and entry, so every
+//! event in the window still names its function. The call counters are sized at start with
+//! room for the additions (see [`counter_entries`]).
+//!
 //! With a call limit (`detach_functions_after_calls`, for profiles), a function counted that
 //! often is no infrequent function whatever it does later, and a trap per call is what a
 //! uprobe costs: its link is replaced by one without it, and its count so far stays in the
 //! map. A server with thousands of functions so runs at near full speed after its hot
 //! functions have shown themselves.
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -34,7 +39,10 @@ use libbpf_rs::{Link, ProgramMut as Program, UprobeMultiOpts, UprobeOpts};
 
 use tracedump::elf;
 
-use crate::config::FunctionSpec;
+use crate::config::{FunctionSpec, MAX_FUNCTIONS};
+
+mod relist;
+pub use relist::{Relist, Relisted};
 
 /// How often the counts are read for functions past the call limit.
 const DETACH_CHECK_EVERY: Duration = Duration::from_millis(250);
@@ -50,6 +58,18 @@ const DETACH_CHECK_EVERY: Duration = Duration::from_millis(250);
 /// period (60-170 ms); a look's releases share one wait (see [`drop_together`]), but links
 /// of a few functions would be many threads per look and many waits when a run ends.
 pub const MULTI_LINK_FUNCTIONS: usize = 256;
+
+/// Entries of the call counters beyond the list at start, at least: what reloads may add.
+const ROOM_TO_GROW: usize = 1024;
+
+/// Entries of the per-CPU call counter map (sized before the programs load, so fixed) for a
+/// list of `functions` at start: the list twice over, at least [`ROOM_TO_GROW`] more, at most
+/// [`MAX_FUNCTIONS`]. A reload that swaps a list for another of its size (a new profile of
+/// the same server) needs both, since a dropped function keeps its id; each entry costs 8
+/// bytes per CPU (1,024 on 64 CPUs: 512 KiB). A reload past it needs a restart.
+pub fn counter_entries(functions: usize) -> usize {
+    (functions + functions.max(ROOM_TO_GROW)).min(MAX_FUNCTIONS)
+}
 
 /// The two programs a function's call can run (`function_hit`, `function_hit_multi`).
 pub struct HitPrograms<'a, 'obj> {
@@ -74,19 +94,41 @@ impl FileKey {
     }
 }
 
-/// A binary of the function list: its path as the list names it, its functions, and whether
-/// a file at that path was found on the host or in a target's file system.
+/// A binary of the function list: its path as the list names it, its functions on the list
+/// now, whether a file at that path was found on the host or in a target's file system, and
+/// the files its functions are probed on (each once: two containers of one image run one
+/// layer file, and a second link on it would record every call twice).
+#[derive(Clone)]
 struct ListBinary {
     path: PathBuf,
     ids: Vec<usize>,
     found: bool,
+    files: Vec<(FileKey, PathBuf)>,
+}
+
+impl ListBinary {
+    fn new(path: PathBuf, ids: Vec<usize>) -> ListBinary {
+        ListBinary {
+            path,
+            ids,
+            found: false,
+            files: Vec::new(),
+        }
+    }
+
+    fn probes(&self, key: FileKey) -> bool {
+        self.files.iter().any(|(k, _)| *k == key)
+    }
 }
 
 pub struct Uprobes {
+    /// every function listed since start, by id (a reload appends, never renumbers)
     functions: Vec<FunctionSpec>,
     binaries: Vec<ListBinary>,
-    /// the files probed, so that each is probed once
-    files: HashSet<FileKey>,
+    /// ids a reload took off the list (counted up to then, no longer probed)
+    removed: Vec<usize>,
+    /// entries of the call counter map: the most ids there can be
+    capacity: usize,
     /// the kernel has uprobe-multi links
     multi: bool,
     links: Vec<ProbeLink>,
@@ -101,23 +143,22 @@ pub struct Uprobes {
 }
 
 impl Uprobes {
-    pub fn new(functions: Vec<FunctionSpec>, multi: bool, call_limit: u64) -> Uprobes {
+    /// The list `functions` (ids 0..), with call counters for `capacity` ids (see
+    /// [`counter_entries`]).
+    pub fn new(functions: Vec<FunctionSpec>, capacity: usize, multi: bool, call_limit: u64) -> Uprobes {
         let mut by_binary: BTreeMap<PathBuf, Vec<usize>> = BTreeMap::new();
         for (id, f) in functions.iter().enumerate() {
             by_binary.entry(f.binary.clone()).or_default().push(id);
         }
         let binaries = by_binary
             .into_iter()
-            .map(|(path, ids)| ListBinary {
-                path,
-                ids,
-                found: false,
-            })
+            .map(|(path, ids)| ListBinary::new(path, ids))
             .collect();
         Uprobes {
             functions,
             binaries,
-            files: HashSet::new(),
+            removed: Vec::new(),
+            capacity,
             multi,
             links: Vec::new(),
             attach_failed: 0,
@@ -128,9 +169,19 @@ impl Uprobes {
         }
     }
 
-    /// Uprobe targets, indexed by function id.
+    /// Uprobe targets, indexed by function id: every function listed since start.
     pub fn functions(&self) -> &[FunctionSpec] {
         &self.functions
+    }
+
+    /// Functions on the list now.
+    pub fn listed(&self) -> usize {
+        self.binaries.iter().map(|b| b.ids.len()).sum()
+    }
+
+    /// Function ids a reload took off the list.
+    pub fn removed(&self) -> &[usize] {
+        &self.removed
     }
 
     pub fn attach_failed(&self) -> u64 {
@@ -180,17 +231,14 @@ impl Uprobes {
                 continue;
             };
             self.binaries[i].found = true;
-            if !md.is_file() || !self.files.insert(FileKey::of(&md)) {
+            let key = FileKey::of(&md);
+            if !md.is_file() || self.binaries[i].probes(key) {
                 continue;
             }
+            self.binaries[i].files.push((key, file.clone()));
             let ids = self.binaries[i].ids.clone();
-            let offsets = elf::function_offsets(&file).unwrap_or_default();
-            let resolved: Vec<(usize, Option<usize>)> = ids
-                .iter()
-                .map(|&id| (id, offsets.get(&self.functions[id].symbol).map(|&o| o as usize)))
-                .collect();
             // a copy without the function (another build) is counted, not fatal
-            self.attach(progs, &file, &resolved, true)?;
+            self.attach_on(progs, &file, &ids, true)?;
             log::info!(
                 "functions of {} probed in the mount namespace of process {pid} too: {}",
                 self.binaries[i].path.display(),
@@ -213,33 +261,7 @@ impl Uprobes {
             raise_fd_limit(self.functions.len() as u64 + 4096);
         }
         for i in 0..self.binaries.len() {
-            let (binary, ids) = (self.binaries[i].path.clone(), self.binaries[i].ids.clone());
-            match std::fs::metadata(&binary) {
-                Ok(md) => {
-                    self.binaries[i].found = true;
-                    self.files.insert(FileKey::of(&md));
-                }
-                Err(e) => {
-                    log::warn!(
-                        "functions of {}: {e} on the host; probed where a target's file system has it",
-                        binary.display()
-                    );
-                    continue;
-                }
-            }
-            // our own resolution also knows Go's table, which libbpf's name lookup does not
-            let offsets = elf::function_offsets(&binary).unwrap_or_else(|e| {
-                log::debug!(
-                    "resolving functions of {}: {e:#}; libbpf looks them up",
-                    binary.display()
-                );
-                Default::default()
-            });
-            let resolved = ids
-                .iter()
-                .map(|&id| (id, offsets.get(&self.functions[id].symbol).map(|&o| o as usize)))
-                .collect::<Vec<_>>();
-            self.attach(progs, &binary, &resolved, tolerate)?;
+            self.attach_on_host(progs, i, tolerate)?;
         }
         if self.attach_failed > 0 {
             log::warn!(
@@ -249,6 +271,44 @@ impl Uprobes {
             );
         }
         Ok(())
+    }
+
+    /// Attaches the functions of list binary `i` on the host's file at its path, which it
+    /// remembers as probed. A binary the host does not have waits for a target's file system.
+    fn attach_on_host(&mut self, progs: &HitPrograms, i: usize, tolerate: bool) -> Result<()> {
+        let binary = self.binaries[i].path.clone();
+        let md = match std::fs::metadata(&binary) {
+            Ok(md) => md,
+            Err(e) => {
+                log::warn!(
+                    "functions of {}: {e} on the host; probed where a target's file system has it",
+                    binary.display()
+                );
+                return Ok(());
+            }
+        };
+        self.binaries[i].found = true;
+        self.binaries[i].files.push((FileKey::of(&md), binary.clone()));
+        let ids = self.binaries[i].ids.clone();
+        self.attach_on(progs, &binary, &ids, tolerate)
+    }
+
+    /// Attaches functions `ids` on `file` (a list binary's file on the host or a target's copy
+    /// of it), at the offsets found in that file.
+    fn attach_on(&mut self, progs: &HitPrograms, file: &Path, ids: &[usize], tolerate: bool) -> Result<()> {
+        // our own resolution also knows Go's table, which libbpf's name lookup does not
+        let offsets = elf::function_offsets(file).unwrap_or_else(|e| {
+            log::debug!(
+                "resolving functions of {}: {e:#}; libbpf looks them up",
+                file.display()
+            );
+            Default::default()
+        });
+        let resolved = ids
+            .iter()
+            .map(|&id| (id, offsets.get(&self.functions[id].symbol).map(|&o| o as usize)))
+            .collect::<Vec<_>>();
+        self.attach(progs, file, &resolved, tolerate)
     }
 
     /// Links `functions` of `binary`: those with an offset on multi links of at most
@@ -367,39 +427,66 @@ impl Uprobes {
     pub fn detach_past_limit(&mut self, progs: &HitPrograms, calls: &[u64]) -> Result<usize> {
         self.last_check = Instant::now();
         let limit = self.call_limit;
-        let hot = |id: usize| calls.get(id).is_some_and(|&c| c >= limit);
-        let (touched, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut self.links)
-            .into_iter()
-            .partition(|l| l.functions.iter().any(|&(id, _)| hot(id)));
-        self.links = kept;
         let started = Instant::now();
-        let links = touched.len();
-        let mut now = 0;
-        let mut relink = Vec::with_capacity(links);
-        for link in &touched {
-            let (gone, stay): (Vec<_>, Vec<_>) = link.functions.iter().copied().partition(|&(id, _)| hot(id));
-            now += gone.len();
-            self.detached.extend(gone.iter().map(|&(id, _)| id));
-            relink.push((link.binary.clone(), stay));
-        }
-        // the old links go first: a call in between is not counted, never counted twice
-        drop_together(touched);
-        let dropped = started.elapsed();
-        let relinked: usize = relink.iter().map(|(_, stay)| stay.len()).sum();
-        for (binary, stay) in relink {
-            self.attach(progs, &binary, &stay, true)?;
-        }
+        let unlinked = self.unlink(progs, |id| calls.get(id).is_some_and(|&c| c >= limit))?;
+        let now = unlinked.ids.len();
+        self.detached.extend(unlinked.ids);
         if now > 0 {
             log::info!(
-                "detached {now} functions called {} times or more ({} in all): {links} links dropped in {} ms, re-created with {relinked} functions in {} ms",
+                "detached {now} functions called {} times or more ({} in all): {} links dropped in {} ms, re-created with {} functions in {} ms",
                 self.call_limit,
                 self.detached.len(),
-                dropped.as_millis(),
-                (started.elapsed() - dropped).as_millis()
+                unlinked.links,
+                unlinked.dropped.as_millis(),
+                unlinked.relinked,
+                (started.elapsed() - unlinked.dropped).as_millis()
             );
         }
         Ok(now)
     }
+
+    /// Takes the functions `gone` says off their links: each link holding any is replaced, once
+    /// however many it holds, by a link of its other functions; the other links stay.
+    fn unlink(&mut self, progs: &HitPrograms, gone: impl Fn(usize) -> bool) -> Result<Unlinked> {
+        let (touched, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut self.links)
+            .into_iter()
+            .partition(|l| l.functions.iter().any(|&(id, _)| gone(id)));
+        self.links = kept;
+        let started = Instant::now();
+        let mut ids = Vec::new();
+        let mut relink = Vec::with_capacity(touched.len());
+        for link in &touched {
+            let (off, stay): (Vec<_>, Vec<_>) = link.functions.iter().copied().partition(|&(id, _)| gone(id));
+            ids.extend(off.iter().map(|&(id, _)| id));
+            relink.push((link.binary.clone(), stay));
+        }
+        let links = touched.len();
+        // the old links go first: a call in between is not counted, never counted twice
+        drop_together(touched);
+        let dropped = started.elapsed();
+        let relinked = relink.iter().map(|(_, stay)| stay.len()).sum();
+        for (binary, stay) in relink {
+            self.attach(progs, &binary, &stay, true)?;
+        }
+        // a function on several files (a container's copy) was on several links
+        ids.sort_unstable();
+        ids.dedup();
+        Ok(Unlinked {
+            ids,
+            links,
+            relinked,
+            dropped,
+        })
+    }
+}
+
+/// What [`Uprobes::unlink`] did: the functions it took off, the links it re-created and with
+/// how many functions, and how long dropping the old links took.
+struct Unlinked {
+    ids: Vec<usize>,
+    links: usize,
+    relinked: usize,
+    dropped: Duration,
 }
 
 /// `path` (absolute) as the file system whose root is `root` (`/proc/PID/root`) has it,

@@ -70,7 +70,7 @@ pub struct Interface {
 }
 
 /// One uprobe target (index in `DumpMeta::functions` = function id).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct FunctionSpec {
     pub binary: PathBuf,
     pub symbol: String,
@@ -120,6 +120,10 @@ pub struct DumpMeta {
     /// `functions` indexes detached at `detach_functions_after_calls`: counted up to then
     #[serde(default)]
     pub detached_functions: Vec<usize>,
+    /// `functions` indexes a reload took off the list: counted up to then, no longer probed
+    /// (they keep their index, which events in the window carry)
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub removed_functions: Vec<usize>,
     /// calls per (process, syscall) since tracing started; empty unless `count_syscalls`
     #[serde(default)]
     pub syscall_counts: Vec<SyscallCount>,
