@@ -3,7 +3,8 @@
 //! was running before tracerd and one `podman exec`'d later, and their records carry the
 //! container's id, runtime and the pid inside it; a function list naming a program by its
 //! host path records the calls of the image's copy of it, of a process that ran before
-//! tracerd and of a file made in the container later, and names the entry found nowhere.
+//! tracerd and of a file made in the container later, and names the entry found nowhere; a
+//! reload's additions to the list are probed in the container too.
 //! scripts/test installs podman, runc and busybox-static.
 
 use std::path::{Path, PathBuf};
@@ -278,5 +279,80 @@ fn a_function_list_naming_host_paths_records_the_calls_of_a_containers_copies() 
     assert!(
         text.contains(&format!("1 match no file a target runs: {}", entry(&nowhere))),
         "{text}"
+    );
+}
+
+/// A reload that adds a function of a binary probed in a container already, and a binary the
+/// host does not have that a container's process runs now: both are probed in the container.
+#[test]
+#[ignore = "system test: needs root (loads BPF programs, runs a podman container); scripts/test runs it"]
+fn a_reload_probes_its_additions_in_a_containers_files() {
+    require_root();
+    let host_dir = tempfile::tempdir().unwrap();
+    let (on_host, only_inside) = (host_dir.path().join("eg_fn"), host_dir.path().join("eg_inside"));
+    std::fs::copy(program("eventgen"), &on_host).unwrap();
+    let image_copy = static_program("eventgen");
+    let mut c = BusyboxContainer::image_with(&[(&on_host, &image_copy), (&only_inside, &image_copy)], &[]);
+    let list = host_dir.path().join("profile.functions");
+    let entry = |p: &Path, f: &str| format!("{}:{f}\n", p.display());
+    std::fs::write(&list, entry(&on_host, "tracerd_test_marker")).unwrap();
+    let id = c.run(&format!(
+        ": > /x/up; {} marker-after /x/go 2; : > /x/done; sleep 600",
+        only_inside.display()
+    ));
+    wait_for_file(&c.shared().join("up"), Duration::from_secs(60));
+    let d = Daemon::start(&[
+        "--target-container",
+        &id[..12],
+        "--functions",
+        list.to_str().unwrap(),
+    ]);
+    std::fs::write(
+        &list,
+        [
+            entry(&on_host, "tracerd_test_marker"),
+            entry(&on_host, "tracerd_test_other"),
+            entry(&only_inside, "tracerd_test_marker"),
+        ]
+        .concat(),
+    )
+    .unwrap();
+    let said = run_ok(
+        Command::new(tracerd_bin())
+            .args(["reload", "--control-socket"])
+            .arg(d.socket()),
+    );
+    assert!(
+        said.contains("functions: 2 attached, 0 detached, 3 listed"),
+        "{said}"
+    );
+    std::fs::write(c.shared().join("go"), b"").unwrap();
+    wait_for_file(&c.shared().join("done"), Duration::from_secs(30));
+    // `marker 1`: tracerd_test_marker once, tracerd_test_other once (gone before tracerd reads
+    // its cgroup, its records may lack the container's fields; nothing on the host runs eg_fn)
+    podman(&["exec", &id, on_host.to_str().unwrap(), "marker", "1"]);
+    std::thread::sleep(Duration::from_millis(300));
+    let events = inspect_json(&d.dump());
+    let hits = |binary: &Path, function: &str| {
+        events
+            .iter()
+            .filter(|e| e["kind"] == "function" && e["binary"] == binary.to_str().unwrap())
+            .filter(|e| e["function"] == function)
+            .count()
+    };
+    assert_eq!(
+        hits(&only_inside, "tracerd_test_marker"),
+        2,
+        "a binary new to the list, run by a process that started before the reload\n{}",
+        d.log_text()
+    );
+    assert_eq!(
+        (
+            hits(&on_host, "tracerd_test_marker"),
+            hits(&on_host, "tracerd_test_other")
+        ),
+        (1, 1),
+        "a function added to a binary probed in the container\n{}",
+        d.log_text()
     );
 }

@@ -593,4 +593,12 @@ mod tests {
         assert_eq!(sizes(2, 256), [2]);
         assert_eq!(sizes(0, 256), [0]);
     }
+
+    #[test]
+    fn call_counters_have_room_for_reloads_within_the_bound() {
+        assert_eq!(counter_entries(0), ROOM_TO_GROW);
+        assert_eq!(counter_entries(1), 1 + ROOM_TO_GROW);
+        assert_eq!(counter_entries(3253), 2 * 3253);
+        assert_eq!(counter_entries(MAX_FUNCTIONS - 10), MAX_FUNCTIONS);
+    }
 }
