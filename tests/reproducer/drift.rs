@@ -186,12 +186,12 @@ impl Drop for Tmpfs {
 #[ignore = "system test: needs root (loads BPF programs, creates namespaces); scripts/test runs it"]
 fn diagnose_names_production_s_working_directory_on_another_kind_of_storage() {
     require_root();
-    let links = link_count();
+    let links = own_links();
     let build = confreader_build("a");
     let dir = tempfile::tempdir().unwrap();
     let sc = scenario(dir.path(), &build, "mode safe");
     let run = kept_run(&sc);
-    assert_clean(links);
+    assert_clean(&links);
     // production ran in a small tmpfs mounted `sync`, its configuration file there too
     let fs = Tmpfs::mount("size=1m,sync");
     let conf = fs.0.path().join("app.conf");

@@ -30,7 +30,7 @@ fn a_search_whose_binary_is_replaced_meanwhile_still_runs_its_attempts() {
     let sleeper = eventgen_as("eg_replaced_s");
     let (d, dump) = killed_sleeper_dump(&sleeper);
     // the daemon's own links stay until it is dropped
-    let links = link_count();
+    let links = own_links();
     let dir = d.dir.path();
     // the oracle: the sleeper is gone (a crash of it is the bug)
     let sc = dir.join("scenario.toml");
@@ -79,5 +79,5 @@ fn a_search_whose_binary_is_replaced_meanwhile_still_runs_its_attempts() {
         "{result:#}"
     );
     assert_eq!(result["error"], serde_json::Value::Null, "{result:#}");
-    assert_clean(links);
+    assert_clean(&links);
 }
