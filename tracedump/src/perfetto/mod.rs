@@ -17,6 +17,7 @@
 //! host and boot (overlapping windows) is written once, known by its boot-time stamp; of an
 //! interval seen twice, the longer stays (the one that had ended).
 mod flows;
+mod marks;
 mod proto;
 
 use std::collections::{HashMap, HashSet};
@@ -28,11 +29,11 @@ use prost::Message;
 
 use crate::atomic;
 use crate::dump::DumpMeta;
-use crate::event::{Event, FunctionHit, NetworkGap, ProcessChange, ShortIo, State, SyscallFailure, What};
+use crate::event::{Event, NetworkGap, State, What};
 use crate::merge::{Merged, MergedEvent};
 use crate::process::ProcInfo;
-use crate::syscalls::signal_name;
 use flows::{flows_of, Flows};
+use marks::{function_mark, gap_mark, process_mark, short_io_mark, syscall_mark};
 use proto::{
     Clock, ClockSnapshot, DebugAnnotation, ProcessDescriptor, ThreadDescriptor, TracePacket, TrackDescriptor,
     TrackEvent, CLOCK_BOOTTIME, CLOCK_REALTIME, SEQ_INCREMENTAL_STATE_CLEARED, TYPE_INSTANT,
@@ -467,149 +468,11 @@ fn interval_end(merged: &Merged, m: &MergedEvent, ongoing: bool, duration_ms: u6
     m.at_ns + m.span_ns.unwrap_or(duration_ms * 1_000_000)
 }
 
-fn syscall_mark(track: u64, at_ns: u64, s: &SyscallFailure) -> Mark {
-    let mut args = vec![
-        arg("syscall", Value::Str(s.syscall.clone())),
-        arg("ret", Value::Int(s.ret)),
-    ];
-    if let Some(errno) = &s.errno {
-        args.push(arg("errno", Value::Str(errno.clone())));
-    }
-    if let Some(fd) = s.fd {
-        args.push(arg("fd", Value::Int(fd as i64)));
-    }
-    if let Some(path) = &s.path {
-        args.push(arg("path", Value::Str(path.clone())));
-    }
-    if let Some(peer) = s.peer {
-        args.push(arg("peer", Value::Str(peer.to_string())));
-    }
-    let result = s.errno.clone().unwrap_or_else(|| s.ret.to_string());
-    Mark {
-        track,
-        at_ns,
-        end_ns: None,
-        name: format!("{} {result}", s.syscall),
-        category: "syscall_failure",
-        args,
-        flows: Flows::default(),
-    }
-}
-
-fn short_io_mark(track: u64, at_ns: u64, io: &ShortIo) -> Mark {
-    let mut args = vec![
-        arg("syscall", Value::Str(io.syscall.clone())),
-        arg("fd", Value::Int(io.fd as i64)),
-        arg("requested", Value::Int(io.requested as i64)),
-        arg("done", Value::Int(io.done as i64)),
-    ];
-    if let Some(path) = &io.path {
-        args.push(arg("path", Value::Str(path.clone())));
-    }
-    Mark {
-        track,
-        at_ns,
-        end_ns: None,
-        name: format!("{} short {} of {}", io.syscall, io.done, io.requested),
-        category: "short_io",
-        args,
-        flows: Flows::default(),
-    }
-}
-
-fn function_mark(track: u64, at_ns: u64, f: &FunctionHit) -> Mark {
-    let mut args = Vec::new();
-    if let Some(function) = &f.function {
-        args.push(arg("function", Value::Str(function.clone())));
-    }
-    if let Some(binary) = &f.binary {
-        args.push(arg("binary", Value::Str(binary.clone())));
-    }
-    Mark {
-        track,
-        at_ns,
-        end_ns: None,
-        name: f.function.clone().unwrap_or_else(|| "unknown function".into()),
-        category: "function",
-        args,
-        flows: Flows::default(),
-    }
-}
-
-fn gap_mark(track: u64, at_ns: u64, end_ns: u64, g: &NetworkGap) -> Mark {
-    let mut args = Vec::new();
-    if let Some(local) = g.local {
-        args.push(arg("local", Value::Str(local.to_string())));
-    }
-    if let Some(peer) = g.peer {
-        args.push(arg("peer", Value::Str(peer.to_string())));
-    }
-    args.push(arg("packets_before", Value::Uint(g.packets)));
-    args.push(arg(
-        "protocol",
-        Value::Str(crate::addr::protocol_name(g.protocol)),
-    ));
-    if let Some(sent) = g.sent {
-        args.push(arg("sent_during", Value::Uint(sent)));
-    }
-    args.push(arg("ongoing", Value::Bool(g.ongoing)));
-    Mark {
-        track,
-        at_ns,
-        end_ns: Some(end_ns),
-        name: "network gap".into(),
-        category: "network_gap",
-        args,
-        flows: Flows::default(),
-    }
-}
-
-/// A pause (a slice: `end_ns` given), an exit or a kill.
-fn process_mark(track: u64, at_ns: u64, end_ns: Option<u64>, p: &ProcessChange) -> Mark {
-    let mut args = Vec::new();
-    let name = match p.state {
-        State::Paused { cause, .. } => {
-            args.push(arg("cause", Value::Str(cause.name().into())));
-            args.push(arg("ongoing", Value::Bool(p.ongoing)));
-            format!("paused ({})", cause.name())
-        }
-        State::Exited { code } => {
-            args.push(arg("exit_code", Value::Int(code as i64)));
-            format!("exited (code {code})")
-        }
-        State::Killed { core_dumped } => {
-            args.push(arg("core_dumped", Value::Bool(core_dumped)));
-            match p.signal {
-                Some(sig) => format!("killed by {}", signal_name(sig)),
-                None => "killed".to_string(),
-            }
-        }
-    };
-    if let Some(sig) = p.signal {
-        args.push(arg("signal", Value::Str(signal_name(sig))));
-    }
-    if let Some(sender) = &p.sender {
-        args.push(arg("sender_pid", Value::Uint(sender.pid as u64)));
-        if let Some(comm) = &sender.comm {
-            args.push(arg("sender_comm", Value::Str(comm.clone())));
-        }
-    }
-    Mark {
-        track,
-        at_ns,
-        end_ns,
-        name,
-        category: "process_state",
-        args,
-        flows: Flows::default(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::dump::ClockPair;
-    use crate::event::{PauseCause, Sender};
+    use crate::event::{PauseCause, ProcessChange, Sender, SyscallFailure};
     use crate::merge::MergedDump;
     use crate::process::ProcInfo;
 

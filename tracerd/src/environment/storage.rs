@@ -3,7 +3,7 @@
 //! directories of the files its recorded failures and short writes named — type, source,
 //! mount options, size and free space, and the real directory when a symlink led elsewhere
 //! (a WAL directory on a filesystem of its own). Read in the process's own mount namespace
-//! (`/proc/PID/mountinfo`, `/proc/PID/root/DIR`); for a process that has ended, in
+//! (`/proc/PID/mountinfo`, and the directory below `/proc/PID/root`); for a process that has ended, in
 //! tracerd's, when the process shared it.
 use std::path::Path;
 

@@ -7,7 +7,6 @@
 //! bpf/fexit_syscalls.h where the kernel loads them (chosen before loading), so syscalls of
 //! other processes, and other syscalls, pay nothing; else by the sys_exit tracepoint.
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
 use std::mem::MaybeUninit;
 use std::ops::ControlFlow;
 use std::time::Duration;
@@ -16,23 +15,22 @@ use anyhow::{bail, Context, Result};
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{MapCore, MapFlags, OpenObject, RingBufferBuilder};
 
-use tracedump::abi::{c_bytes, read_struct};
 pub use tracedump::dump::{KernelCounters, OpenFile, SyscallCount};
 use tracedump::process::ProcInfo;
-use tracedump::syscalls::{syscall_arg_table, syscall_name};
+use tracedump::syscalls::syscall_arg_table;
 
-use crate::bpf::types::{
-    tracerd_conn, tracerd_counter, tracerd_open_file, tracerd_pause, tracerd_syscall_key,
-};
 use crate::bpf::{OpenTracerSkel, TracerSkel, TracerSkelBuilder};
 use crate::cgroup::TargetCgroup;
 use crate::config::{Config, FunctionSpec, SyscallHook};
 use crate::kernel;
-use crate::mapdump::for_each_entry;
 use crate::procs::{exe_key, scan_targets};
 use crate::recorder::Recorder;
 use crate::skel::OwnedSkel;
-use crate::uprobes::{counter_entries, HitPrograms, Relist, Relisted, Uprobes};
+use crate::uprobes::{counter_entries, Uprobes};
+
+mod functions;
+mod tables;
+pub use functions::check_functions;
 
 /// Most records one poll or drain takes before `run`'s requests get their turn. libbpf's
 /// consume loop goes on while records keep coming: on a host where the kernel fills the
@@ -65,37 +63,6 @@ fn check_host() -> Result<()> {
     }
     if !std::path::Path::new("/sys/kernel/btf/vmlinux").exists() {
         bail!("this kernel has no BTF (/sys/kernel/btf/vmlinux is missing): tracerd needs CONFIG_DEBUG_INFO_BTF=y");
-    }
-    Ok(())
-}
-
-/// Checks the binaries of `functions` (`config`'s list): an `uprobe` entry names a file of
-/// the host; a functions file's binary may be only in the targets' containers (see `uprobes`).
-pub fn check_functions(config: &Config, functions: &[FunctionSpec]) -> Result<()> {
-    for (id, f) in functions.iter().enumerate() {
-        if id < config.uprobe.len() || f.binary.exists() {
-            check_function(f)?;
-        }
-    }
-    Ok(())
-}
-
-fn check_function(spec: &FunctionSpec) -> Result<()> {
-    let md = std::fs::metadata(&spec.binary).with_context(|| {
-        format!(
-            "uprobe {}:{}: binary {}",
-            spec.binary.display(),
-            spec.symbol,
-            spec.binary.display()
-        )
-    })?;
-    if !md.is_file() {
-        bail!(
-            "uprobe {}:{}: {} is not a file",
-            spec.binary.display(),
-            spec.symbol,
-            spec.binary.display()
-        );
     }
     Ok(())
 }
@@ -227,148 +194,6 @@ impl Engine {
     /// The loaded programs and maps (for the modules that own a part of them: flows).
     pub(crate) fn skel(&self) -> &TracerSkel<'static> {
         &self.skel
-    }
-
-    fn hit_programs(&self) -> HitPrograms<'_, 'static> {
-        HitPrograms {
-            single: &self.skel.progs.function_hit,
-            multi: &self.skel.progs.function_hit_multi,
-        }
-    }
-
-    /// Uprobe targets, indexed by function id: every function listed since start.
-    pub fn functions(&self) -> std::cell::Ref<'_, [FunctionSpec]> {
-        std::cell::Ref::map(self.uprobes.borrow(), Uprobes::functions)
-    }
-
-    /// Functions on the list now (a reload may have dropped some of [`Engine::functions`]).
-    pub fn listed_functions(&self) -> usize {
-        self.uprobes.borrow().listed()
-    }
-
-    /// Function ids a reload took off the list (counted up to then).
-    pub fn removed_functions(&self) -> std::cell::Ref<'_, [usize]> {
-        std::cell::Ref::map(self.uprobes.borrow(), Uprobes::removed)
-    }
-
-    /// Attaches what the function list `list` adds to the one in force (see `uprobes::relist`);
-    /// what it drops stays attached until [`Engine::commit_functions`].
-    pub fn relist_functions(&self, list: &[FunctionSpec], tolerate: bool) -> Result<Relist> {
-        self.uprobes
-            .borrow_mut()
-            .relist(&self.hit_programs(), list, tolerate)
-    }
-
-    /// Detaches the functions the new list drops; when it names binaries not listed before,
-    /// probes them in the targets' mount namespaces as well.
-    pub fn commit_functions(&self, relisted: Relisted) -> Result<()> {
-        let new_binaries = relisted.new_binaries;
-        self.uprobes.borrow_mut().commit(&self.hit_programs(), relisted)?;
-        if new_binaries {
-            for pid in self.traced_pids() {
-                self.probe_functions_in_root_of(pid)?;
-            }
-        }
-        Ok(())
-    }
-
-    /// Detaches what [`Engine::relist_functions`] attached: the list in force before stays.
-    pub fn undo_functions(&self, relisted: Relisted) {
-        self.uprobes.borrow_mut().undo(relisted);
-    }
-
-    /// The processes in the kernel's target set.
-    fn traced_pids(&self) -> Vec<u32> {
-        self.skel
-            .maps
-            .targets
-            .keys()
-            .filter_map(|k| Some(u32::from_ne_bytes(k.get(..4)?.try_into().ok()?)))
-            .collect()
-    }
-
-    pub fn uprobe_attach_failed(&self) -> u64 {
-        self.uprobes.borrow().attach_failed()
-    }
-
-    /// Function ids whose uprobe could not be attached (their calls are never counted).
-    pub fn unattached_functions(&self) -> std::cell::Ref<'_, [usize]> {
-        std::cell::Ref::map(self.uprobes.borrow(), Uprobes::unattached)
-    }
-
-    /// Function list entries ("BINARY:SYMBOL") whose binary was found neither on the host nor
-    /// in a target's file system.
-    pub fn unmatched_functions(&self) -> Vec<String> {
-        self.uprobes.borrow().unmatched()
-    }
-
-    /// Probes the function list's binaries as process `pid` sees them, where they are files
-    /// not probed yet (a container's copies).
-    fn probe_functions_in_root_of(&self, pid: u32) -> Result<()> {
-        if self.uprobes.borrow().listed() == 0 {
-            return Ok(());
-        }
-        self.uprobes
-            .borrow_mut()
-            .attach_in_root_of(&self.hit_programs(), pid)?;
-        Ok(())
-    }
-
-    /// Function ids detached at `detach_functions_after_calls` (counted up to then).
-    pub fn detached_functions(&self) -> std::cell::Ref<'_, [usize]> {
-        std::cell::Ref::map(self.uprobes.borrow(), Uprobes::detached)
-    }
-
-    /// Detaches the functions past the call limit, when a look is due.
-    fn detach_hot_functions(&self) -> Result<()> {
-        if !self.uprobes.borrow().detach_due() {
-            return Ok(());
-        }
-        let calls = self.function_calls()?;
-        self.uprobes
-            .borrow_mut()
-            .detach_past_limit(&self.hit_programs(), &calls)?;
-        Ok(())
-    }
-
-    /// Calls of each function so far, indexed by function id, summed over CPUs.
-    pub fn function_calls(&self) -> Result<Vec<u64>> {
-        let n = self.functions().len();
-        let mut out = Vec::with_capacity(n);
-        for id in 0..n as u32 {
-            let per_cpu = self
-                .skel
-                .maps
-                .function_calls
-                .lookup_percpu(&id.to_ne_bytes(), MapFlags::ANY)?;
-            out.push(per_cpu.map(|v| sum_per_cpu(&v)).unwrap_or(0));
-        }
-        Ok(out)
-    }
-
-    /// Syscalls counted per (process, syscall) so far (empty unless `count_syscalls`),
-    /// ordered by pid and syscall number.
-    pub fn syscall_counts(&self) -> Result<Vec<SyscallCount>> {
-        let map = &self.skel.maps.syscall_counts;
-        let mut counted: Vec<(u32, u32, u64)> = Vec::new();
-        for key in map.keys() {
-            let Some(k) = read_struct::<tracerd_syscall_key>(&key) else {
-                continue;
-            };
-            // a key can vanish between the walk and the lookup only if the map were pruned; it is not
-            if let Some(per_cpu) = map.lookup_percpu(&key, MapFlags::ANY)? {
-                counted.push((k.tgid, k.nr, sum_per_cpu(&per_cpu)));
-            }
-        }
-        counted.sort_unstable();
-        Ok(counted
-            .into_iter()
-            .map(|(pid, nr, count)| SyscallCount {
-                pid,
-                syscall: syscall_name(nr),
-                count,
-            })
-            .collect())
     }
 
     /// Target processes that were already running when the engine started.
@@ -514,113 +339,6 @@ impl Engine {
                 return Ok(b);
             }
         }
-    }
-
-    pub fn kernel_counters(&self) -> Result<KernelCounters> {
-        let mut sums = [0u64; tracerd_counter::TRACERD_CNT_MAX.0 as usize];
-        for (i, sum) in sums.iter_mut().enumerate() {
-            let key = (i as u32).to_ne_bytes();
-            if let Some(per_cpu) = self.skel.maps.counters.lookup_percpu(&key, MapFlags::ANY)? {
-                *sum = sum_per_cpu(&per_cpu);
-            }
-        }
-        Ok(KernelCounters {
-            buffer_full_syscall: sums[tracerd_counter::TRACERD_CNT_RINGBUF_FULL_SYSCALL.0 as usize],
-            buffer_full_function: sums[tracerd_counter::TRACERD_CNT_RINGBUF_FULL_FUNCTION.0 as usize],
-            buffer_full_network: sums[tracerd_counter::TRACERD_CNT_RINGBUF_FULL_GAP.0 as usize],
-            buffer_full_process: sums[tracerd_counter::TRACERD_CNT_RINGBUF_FULL_PROCESS.0 as usize],
-            buffer_full_process_start: sums[tracerd_counter::TRACERD_CNT_RINGBUF_FULL_START.0 as usize],
-            path_unreadable: sums[tracerd_counter::TRACERD_CNT_PATH_UNREADABLE.0 as usize],
-            targets_full: sums[tracerd_counter::TRACERD_CNT_TARGETS_FULL.0 as usize],
-            pauses_full: sums[tracerd_counter::TRACERD_CNT_PAUSES_FULL.0 as usize],
-            connections_full: sums[tracerd_counter::TRACERD_CNT_CONNS_FULL.0 as usize],
-            syscall_counts_full: sums[tracerd_counter::TRACERD_CNT_SYSCALL_COUNTS_FULL.0 as usize],
-            fds_unnamed: sums[tracerd_counter::TRACERD_CNT_FD_UNNAMED.0 as usize],
-            buffer_full_config: sums[tracerd_counter::TRACERD_CNT_RINGBUF_FULL_CONFIG.0 as usize],
-            flows_full: sums[tracerd_counter::TRACERD_CNT_FLOWS_FULL.0 as usize],
-        })
-    }
-
-    /// The kernel's open-file table (the targets' cwds), by open id (every entry: see `mapdump`).
-    pub fn open_files(&self) -> Result<HashMap<u64, OpenFile>> {
-        let mut out = HashMap::new();
-        for_each_entry(&self.skel.maps.open_files, |_, value| {
-            let Some(o) = read_struct::<tracerd_open_file>(value) else {
-                return;
-            };
-            let path = c_bytes(&o.path, o.path_len as usize);
-            out.insert(
-                o.open_id,
-                OpenFile {
-                    open_id: o.open_id,
-                    dir_open_id: o.dir_open_id,
-                    tgid: o.tgid,
-                    path: String::from_utf8_lossy(path).into_owned(),
-                },
-            );
-        })?;
-        Ok(out)
-    }
-
-    /// Reads every watched connection's receive counter and time stamp in the kernel:
-    /// records the silences that ended since the previous look and refreshes what
-    /// `connections` returns. Nothing runs per packet; this is the whole cost of gaps.
-    pub fn look_at_connections(&self) -> Result<()> {
-        self.skel
-            .progs
-            .look_connections
-            .test_run(libbpf_rs::ProgramInput::default())
-            .context("reading the watched connections")?;
-        Ok(())
-    }
-
-    /// Watched connections as of the last look (for gaps still open at dump time).
-    pub fn connections(&self) -> Result<Vec<tracerd_conn>> {
-        let mut out = Vec::new();
-        for_each_entry(&self.skel.maps.conn_slots, |_, v| {
-            out.extend(read_struct::<tracerd_conn>(v).filter(|c| c.sock != 0))
-        })?;
-        Ok(out)
-    }
-
-    /// Whether any target thread may be paused now: the kernel's count of entries in the
-    /// pauses map, read from the program's memory without a system call.
-    pub fn any_paused(&self) -> bool {
-        match self.skel.maps.bss_data.as_deref() {
-            Some(bss) => {
-                // SAFETY: a u64 in the BPF program's mmapped .bss, written by the kernel at
-                // any time: read once, as a volatile load.
-                let pending = unsafe { std::ptr::read_volatile(&bss.pending_pauses) };
-                pending != 0
-            }
-            None => true,
-        }
-    }
-
-    /// Processes in the target set now: the sum of the kernel's per-slot target counts, read
-    /// from the program's memory (0 when every process is traced: there is no set).
-    pub fn targets_now(&self) -> u64 {
-        let Some(bss) = self.skel.maps.bss_data.as_deref() else {
-            return 0;
-        };
-        bss.target_slots
-            .iter()
-            // SAFETY: u32s in the BPF program's mmapped .bss, changed by the kernel at any
-            // time: each read once, as a volatile load.
-            .map(|slot| unsafe { std::ptr::read_volatile(slot) } as u64)
-            .sum()
-    }
-
-    /// Threads paused now (for pauses still going on at dump time), with their tids.
-    pub fn pauses(&self) -> Result<Vec<(u32, tracerd_pause)>> {
-        let mut out = Vec::new();
-        for_each_entry(&self.skel.maps.pauses, |k, v| {
-            let Some(tid) = k.get(..4).and_then(|b| b.try_into().ok()).map(u32::from_ne_bytes) else {
-                return;
-            };
-            out.extend(read_struct::<tracerd_pause>(v).map(|p| (tid, p)));
-        })?;
-        Ok(out)
     }
 }
 
