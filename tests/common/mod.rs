@@ -559,3 +559,50 @@ pub fn perfetto_decode(trace: &Path) -> serde_json::Value {
     );
     v
 }
+
+/// A tmpfs mounted for a test with `options` (a size, `sync`, a mode), on a directory of its
+/// own or on one the test gives; unmounted when dropped.
+pub struct Tmpfs {
+    dir: PathBuf,
+    _owned: Option<tempfile::TempDir>,
+}
+
+impl Tmpfs {
+    pub fn mount(options: &str) -> Tmpfs {
+        let owned = tempfile::tempdir().unwrap();
+        let mut fs = Tmpfs::mount_on(owned.path(), options);
+        fs._owned = Some(owned);
+        fs
+    }
+
+    pub fn mount_on(dir: &Path, options: &str) -> Tmpfs {
+        run_ok(
+            Command::new("mount")
+                .args(["-t", "tmpfs", "-o", options, "tmpfs"])
+                .arg(dir),
+        );
+        Tmpfs {
+            dir: dir.to_path_buf(),
+            _owned: None,
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Fills it to the last byte with a file named `filler`.
+    pub fn fill(&self) {
+        use std::io::Write;
+        let mut f = std::fs::File::create(self.dir.join("filler")).unwrap();
+        let block = vec![0u8; 4096];
+        while f.write_all(&block).is_ok() {}
+        let _ = f.sync_all();
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.dir).status();
+    }
+}

@@ -160,28 +160,6 @@ fn diagnose_names_a_differing_setting_and_a_different_build() {
     assert!(!t.contains("mode fast"), "no line of a file that matches: {t}");
 }
 
-/// A tmpfs mounted for a test (its options given), unmounted when dropped.
-struct Tmpfs(tempfile::TempDir);
-
-impl Tmpfs {
-    fn mount(options: &str) -> Tmpfs {
-        let dir = tempfile::tempdir().unwrap();
-        let status = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", options, "tmpfs"])
-            .arg(dir.path())
-            .status()
-            .unwrap();
-        assert!(status.success(), "mount -t tmpfs -o {options}");
-        Tmpfs(dir)
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(self.0.path()).status();
-    }
-}
-
 #[test]
 #[ignore = "system test: needs root (loads BPF programs, creates namespaces); scripts/test runs it"]
 fn diagnose_names_production_s_working_directory_on_another_kind_of_storage() {
@@ -194,12 +172,12 @@ fn diagnose_names_production_s_working_directory_on_another_kind_of_storage() {
     assert_clean(&links);
     // production ran in a small tmpfs mounted `sync`, its configuration file there too
     let fs = Tmpfs::mount("size=1m,sync");
-    let conf = fs.0.path().join("app.conf");
+    let conf = fs.path().join("app.conf");
     std::fs::write(&conf, "mode safe\nport 7400\n").unwrap();
     let d = Daemon::start(&["--target-comm", "confreader"]);
     let status = Command::new(&build)
         .args([conf.to_str().unwrap(), "300"])
-        .current_dir(fs.0.path())
+        .current_dir(fs.path())
         .stdout(std::process::Stdio::null())
         .status()
         .unwrap();

@@ -4,40 +4,11 @@
 //! dump that failed is retried at the rule's next event. The cap on the directory removes the
 //! oldest of tracerd's own dumps, counted, and nothing else.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
 use crate::common::*;
-
-/// A tmpfs of `size` mounted on `dir`; unmounted on drop.
-struct SmallTmpfs(PathBuf);
-
-impl SmallTmpfs {
-    fn mount(dir: &Path, size: &str) -> SmallTmpfs {
-        run_ok(
-            Command::new("mount")
-                .args(["-t", "tmpfs", "-o", &format!("size={size},mode=0700"), "tmpfs"])
-                .arg(dir),
-        );
-        SmallTmpfs(dir.to_path_buf())
-    }
-
-    /// Fills it to the last byte with a file named `filler`.
-    fn fill(&self) {
-        let mut f = std::fs::File::create(self.0.join("filler")).unwrap();
-        let block = vec![0u8; 4096];
-        while f.write_all(&block).is_ok() {}
-        let _ = f.sync_all();
-    }
-}
-
-impl Drop for SmallTmpfs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
-    }
-}
 
 fn names_in(dir: &Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(dir)
@@ -76,7 +47,7 @@ fn a_full_dump_directory_fails_in_one_line_and_the_next_dump_has_everything() {
         "100",
     ]);
     let dir = d.dump_dir();
-    let disk = SmallTmpfs::mount(&dir, "256k");
+    let disk = Tmpfs::mount_on(&dir, "size=256k,mode=0700");
     disk.fill();
     let before = run_prog(&prog, &["fail-path", "/nonexistent/full-before"]);
     std::thread::sleep(Duration::from_millis(300));

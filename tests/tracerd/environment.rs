@@ -183,28 +183,6 @@ fn a_configuration_file_opened_again_and_again_is_sent_once() {
     config_file(&p["environment"], "/etc/hostname");
 }
 
-/// A tmpfs mounted for a test (its options given), unmounted when dropped.
-struct Tmpfs(tempfile::TempDir);
-
-impl Tmpfs {
-    fn mount(options: &str) -> Tmpfs {
-        let dir = tempfile::tempdir().unwrap();
-        let status = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", options, "tmpfs"])
-            .arg(dir.path())
-            .status()
-            .unwrap();
-        assert!(status.success(), "mount -t tmpfs -o {options}");
-        Tmpfs(dir)
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(self.0.path()).status();
-    }
-}
-
 /// A target working in a tmpfs mounted `sync`, whose failed open names a file in a
 /// directory reached through a symlink to another tmpfs (a WAL directory on a filesystem
 /// of its own): the dump records both filesystems, and where the symlink led.
@@ -213,7 +191,7 @@ impl Drop for Tmpfs {
 fn where_a_target_keeps_its_files_is_recorded() {
     require_root();
     let (home, wal) = (Tmpfs::mount("size=2m,sync"), Tmpfs::mount("size=1m"));
-    std::os::unix::fs::symlink(wal.0.path(), home.0.path().join("pg_wal")).unwrap();
+    std::os::unix::fs::symlink(wal.path(), home.path().join("pg_wal")).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let shell = dir.path().join("eg_storage");
     std::fs::copy("/bin/dash", &shell).expect("copying /bin/dash");
@@ -222,7 +200,7 @@ fn where_a_target_keeps_its_files_is_recorded() {
     let target = start_until_ready(
         Command::new(&shell)
             .args(["-c", "< pg_wal/missing.seg; echo ready; read x"])
-            .current_dir(home.0.path()),
+            .current_dir(home.path()),
     );
     let dump = d.dump();
     drop(target);
@@ -243,7 +221,7 @@ fn where_a_target_keeps_its_files_is_recorded() {
             .unwrap_or_else(|| panic!("no {role} storage: {storage:#?}"))
     };
     let cwd = of_role("cwd");
-    assert_eq!(cwd["path"], home.0.path().display().to_string());
+    assert_eq!(cwd["path"], home.path().display().to_string());
     assert_eq!(cwd["fs_type"], "tmpfs");
     let options: Vec<&str> = cwd["options"]
         .as_array()
@@ -254,17 +232,13 @@ fn where_a_target_keeps_its_files_is_recorded() {
     assert!(options.contains(&"sync"), "{cwd:#}");
     assert_eq!(cwd["size_bytes"], 2 << 20, "{cwd:#}");
     // the loader's probes name directories too (/etc of ld.so.preload): the WAL's is there
-    let wal_dir = home.0.path().join("pg_wal").display().to_string();
+    let wal_dir = home.path().join("pg_wal").display().to_string();
     let file = storage
         .iter()
         .find(|s| s["role"] == "file" && s["path"] == wal_dir.as_str())
         .unwrap_or_else(|| panic!("no storage of {wal_dir}: {storage:#?}"));
-    assert_eq!(file["resolved"], wal.0.path().display().to_string(), "{file:#}");
-    assert_eq!(
-        file["mount_point"],
-        wal.0.path().display().to_string(),
-        "{file:#}"
-    );
+    assert_eq!(file["resolved"], wal.path().display().to_string(), "{file:#}");
+    assert_eq!(file["mount_point"], wal.path().display().to_string(), "{file:#}");
     assert_eq!(file["size_bytes"], 1 << 20, "{file:#}");
     assert_eq!(of_role("root")["path"], "/");
 }
