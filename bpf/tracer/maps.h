@@ -194,6 +194,14 @@ struct {
 	__type(value, __u8);
 } exited SEC(".maps");
 
+/* Per CPU: whether the task it runs may be a target (targets.h, cpu_may_run_target). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} cpu_runs_target SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, TRACERD_CNT_MAX);

@@ -101,6 +101,7 @@ int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct tas
 {
 	__u64 now = 0;
 
+	set_cpu_runs_target(maybe_target(next->tgid));
 	if (pending_pauses) {
 		now = bpf_ktime_get_boot_ns();
 		end_pause(next, now);

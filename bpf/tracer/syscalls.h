@@ -350,11 +350,10 @@ static __always_inline int syscall_exit(struct pt_regs *regs, long nr, long ret)
 			return check_config_open(regs, nr, ret);
 		if ((unsigned long)nr <= NR_write || nr == NR_pread64 || nr == NR_pwrite64)
 			return check_short_io(regs, nr, ret);
-		/* every process's send() and recv() come here, on any socket: a non-target leaves
-		 * at the target slots, before the subprogram call (as in check_short_io). With
-		 * the call first, a non-target's send() or recv() paid 28 ns of BPF on the
-		 * benchmark machine; now 18 (the pid helper), against none before datagrams. */
-		if (datagram_call(nr) && maybe_target(bpf_get_current_pid_tgid() >> 32))
+		/* every process's send() and recv() come here, on any socket: most leave at the
+		 * CPU's flag, before any call (a helper or the subprogram cost each 18-28 ns of
+		 * BPF on the benchmark machine, where the build before flows paid nothing) */
+		if (datagram_call(nr) && cpu_may_run_target())
 			return track_datagrams_shared(regs, nr, ret);
 		return 0;
 	}

@@ -38,12 +38,36 @@ static __always_inline void forget_target(__u32 tgid)
 		__sync_fetch_and_add(&target_slots[tgid & (TARGET_SLOTS - 1)], -1);
 }
 
+/*
+ * Whether the task this CPU runs may be a target, without a helper call: a per-CPU flag that
+ * sched_switch sets from maybe_target() of the task it switches in, and that add_target sets
+ * on the CPU where a target is added (an exec into a target runs on), so that it is never
+ * false for a target. The per-CPU array's lookup is inlined from 6.10 on; before, it is a
+ * helper call, as bpf_get_current_pid_tgid was. For the calls every process makes and a
+ * target rarely needs (send() and recv() on any socket, for the datagram flows).
+ */
+static __always_inline bool cpu_may_run_target(void)
+{
+	__u32 zero = 0, *flag = bpf_map_lookup_elem(&cpu_runs_target, &zero);
+
+	return !flag || *flag;
+}
+
+static __always_inline void set_cpu_runs_target(__u32 may)
+{
+	__u32 zero = 0, *flag = bpf_map_lookup_elem(&cpu_runs_target, &zero);
+
+	if (flag && *flag != may)
+		*flag = may;
+}
+
 /* Returns 1 when the set is full (counted), 0 when tgid is (now or already) a target. */
 static __always_inline int add_target(__u32 tgid)
 {
 	__u8 one = 1;
 	long err = bpf_map_update_elem(&targets, &tgid, &one, BPF_NOEXIST);
 
+	set_cpu_runs_target(1);
 	if (!err) {
 		__sync_fetch_and_add(&target_slots[tgid & (TARGET_SLOTS - 1)], 1);
 		return 0;
