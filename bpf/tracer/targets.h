@@ -41,8 +41,9 @@ static __always_inline void forget_target(__u32 tgid)
 /*
  * Whether the task this CPU runs may be a target, without a helper call: a per-CPU flag that
  * sched_switch sets from maybe_target() of the task it switches in, and that add_target sets
- * on the CPU where a target is added (an exec into a target runs on), so that it is never
- * false for a target. The per-CPU array's lookup is inlined from 6.10 on; before, it is a
+ * on the CPU where a target is added (an exec into a target runs there). It is false for a
+ * target only while a task that user space made a target has not yet been switched in again
+ * (docs/tracerd.md). The per-CPU array's lookup is inlined from 6.10 on; before, it is a
  * helper call, as bpf_get_current_pid_tgid was. For the calls every process makes and a
  * target rarely needs (send() and recv() on any socket, for the datagram flows).
  */
