@@ -214,6 +214,10 @@ impl Builder<'_> {
         if group.iter().any(|s| s.torn_down) {
             support.push("a connection was torn down while silent".to_string());
         }
+        let unanswered = unanswered_connect(all, group[0].pair, (start, end));
+        if unanswered {
+            support.push("a connect between them meanwhile never carried a packet".to_string());
+        }
         let together = ev.silent_connections.len() + ev.also_silent.len();
         if together > 1 {
             support.push(format!("{together} connections silent together"));
@@ -242,6 +246,7 @@ impl Builder<'_> {
         // measured against its own traffic, not the idle norm
         c.evidence.resumed = ev.resumed;
         c.evidence.torn_down = group.iter().any(|s| s.torn_down);
+        c.evidence.unanswered_connect = unanswered;
         c.evidence.connections = together as u32;
         c.evidence.kept_sending = flows.iter().any(|f| f.kept_sending());
         c.evidence.peer_kept_sending = flows.iter().any(|f| f.peer_kept_sending);
@@ -490,7 +495,8 @@ const YOUNG_PACKETS: u64 = 4;
 /// retransmission back-off). Each as its first silence, whose busy stretch starts with the
 /// connection. The one rule for them, as for a member of the group opened at a window's end
 /// (`Silence::opened_after`): its opening is traffic that ends the partition, and it never
-/// contradicts it.
+/// contradicts it. A connect that never carried a packet (its SYNs dropped by the cut) is no
+/// traffic: it ends nothing.
 fn reconnects<'s, 'e>(group: &[&'s Silence<'e>], all: &'s [Silence<'e>]) -> Vec<&'s Silence<'e>> {
     let pair = group[0].pair;
     let began = group.iter().map(|s| s.start).min().unwrap_or(0);
@@ -505,8 +511,17 @@ fn reconnects<'s, 'e>(group: &[&'s Silence<'e>], all: &'s [Silence<'e>]) -> Vec<
             None => firsts.push(s),
         }
     }
-    firsts.retain(|f| f.opened_after(began));
+    firsts.retain(|f| f.packets > 0 && f.opened_after(began));
     firsts
+}
+
+/// Whether a TCP connection of `pair` opened during `span` never carried a packet: not even
+/// a SYN-ACK (tracerd counts every segment received), so a connect whose SYNs the cut
+/// dropped (a reconnect, a port-mapper lookup). A datagram flow may be one-way by design.
+fn unanswered_connect(all: &[Silence], pair: (usize, usize), span: (u64, u64)) -> bool {
+    all.iter().any(|s| {
+        s.pair == pair && s.flow.is_none() && s.packets == 0 && s.start >= span.0 && s.start < span.1
+    })
 }
 
 /// When a pair's overlapping silences say no packet passed between the nodes: the longest

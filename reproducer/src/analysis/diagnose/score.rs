@@ -52,6 +52,9 @@ pub struct Evidence {
     /// partitions: a connection closed while silent
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub torn_down: bool,
+    /// partitions: a connect between the nodes, made during the silence, never carried a packet
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub unanswered_connect: bool,
     /// partitions: connections of the pair silent together
     #[serde(skip_serializing_if = "is_zero")]
     pub connections: u32,
@@ -350,8 +353,8 @@ fn deviation(c: &Candidate, profiled: bool, knows_gaps: bool) -> Factor {
     }
 }
 
-/// Whether others confirm a silence: traffic resumed, a connection torn down, several
-/// connections silent together (each ×1.5); none of them: one connection silent until the
+/// Whether others confirm a silence: traffic resumed, a connection torn down, a connect
+/// unanswered, several connections silent together (each ×1.5); none of them: one connection silent until the
 /// dump, as an idle connection also is (×0.3).
 fn corroboration(c: &Candidate) -> Factor {
     if !matches!(c.guess, FaultGuess::Partition { .. }) || c.evidence.never_carried {
@@ -364,6 +367,9 @@ fn corroboration(c: &Candidate) -> Factor {
     }
     if e.torn_down {
         seen.push("a connection torn down".to_string());
+    }
+    if e.unanswered_connect {
+        seen.push("a connect went unanswered".to_string());
     }
     if e.connections > 1 {
         seen.push(format!("{} connections silent together", e.connections));

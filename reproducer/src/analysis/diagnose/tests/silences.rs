@@ -364,6 +364,10 @@ fn a_connect_no_packet_answered_during_the_cut_does_not_contradict_it() {
     let d = diagnose(&timeline(events), Some(&scenario()), Some(&profile(true)));
     let cut = partitions(&d, Verdict::Cause);
     assert_eq!(cut.len(), 1, "{:#?}", d.candidates);
+    // nor does it end it: no packet passed, the cut lasts as long as the stream's silence;
+    // it confirms the cut
+    assert_eq!(partition_ms(cut[0]), 6950, "{:#?}", cut[0]);
+    assert!(cut[0].evidence.unanswered_connect, "{:#?}", cut[0]);
     let evidence = cut[0].silence.as_ref().expect("a silence's evidence");
     assert!(evidence.talking_connections.is_empty(), "{evidence:#?}");
 }
