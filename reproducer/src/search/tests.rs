@@ -513,12 +513,14 @@ fn a_failure_production_saw_in_a_row_is_tried_in_a_row() {
     assert!(schedule.faults.iter().all(
         |f| matches!(&f.action, Action::Syscall { nth: 1, errno, .. } if errno.as_deref() == Some("ENOSPC"))
     ));
-    assert!(
-        r.attempts
-            .iter()
-            .any(|a| a.what.ends_with("2 matching calls in a row")),
-        "{:?}",
-        r.attempts.iter().map(|a| &a.what).collect::<Vec<_>>()
+    // production's inputs: level 1 tries them in a row right after the single failure, before
+    // the set-aside round and level 2's walk (the check, the single write, the two in a row)
+    let whats: Vec<&str> = r.attempts.iter().map(|a| a.what.as_str()).collect();
+    assert!(whats[2].ends_with("2 matching calls in a row"), "{whats:?}");
+    assert_eq!(
+        (r.runs_to_first, r.first_bug_level),
+        (Some(3), Some(1)),
+        "{whats:?}"
     );
 }
 
