@@ -39,6 +39,9 @@ pub struct CandidateTried {
     pub set_aside: Option<String>,
     pub score: f64,
     pub attempts: u32,
+    /// why no attempt ever holds it, whatever the budget
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub never_injected: Option<String>,
 }
 
 /// The limits of the group under way.
@@ -125,6 +128,10 @@ impl Search<'_> {
                     set_aside: (c.verdict != Verdict::Cause).then(|| format!("{:?}", c.verdict)),
                     score: c.score.value,
                     attempts: self.tried[i],
+                    never_injected: c
+                        .guess
+                        .kernel_internal()
+                        .then(|| "a kernel-internal errno: no process sees it".to_string()),
                 }
             })
             .collect()
@@ -188,8 +195,21 @@ pub fn markdown(ranking: &[CandidateTried], groups: &[GroupStop]) -> String {
     if tried.len() > LISTED {
         let _ = writeln!(out, "- ... and {} more", tried.len() - LISTED);
     }
+    let (excluded, never): (Vec<&CandidateTried>, Vec<&CandidateTried>) =
+        never.into_iter().partition(|c| c.never_injected.is_some());
+    if !excluded.is_empty() {
+        let _ = writeln!(out, "\nNever injected ({}):\n", excluded.len());
+        for c in excluded.iter().take(LISTED) {
+            let why = c.never_injected.as_deref().unwrap_or_default();
+            let _ = writeln!(out, "- {}: {why}", line(c));
+        }
+        if excluded.len() > LISTED {
+            let _ = writeln!(out, "- ... and {} more", excluded.len() - LISTED);
+        }
+    }
     if never.is_empty() {
-        let _ = writeln!(out, "\nThe budget reached every candidate.\n");
+        let other = if excluded.is_empty() { "" } else { " other" };
+        let _ = writeln!(out, "\nThe budget reached every{other} candidate.\n");
         return out;
     }
     let _ = writeln!(out, "\nNever reached by the budget ({}):\n", never.len());

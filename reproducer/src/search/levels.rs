@@ -189,9 +189,12 @@ impl Search<'_> {
 
     /// Level 1's last drafts, when none so far showed the bug: each candidate the diagnosis
     /// set aside, alone, in rank order — before level 2 spends the budget on the Nth calls
-    /// of the causes. Returns the drafts that showed the bug.
+    /// of the causes. Not a failure with a kernel-internal errno: no process sees one, so
+    /// injecting it replays nothing production's processes saw. Returns the drafts that
+    /// showed the bug.
     fn set_aside_alone(&mut self) -> Step<Vec<Draft>> {
         let drafts: Vec<(Draft, String)> = (self.causes_end..self.candidates.len())
+            .filter(|&i| !self.candidates[i].guess.kernel_internal())
             .map(|i| {
                 let c = self.candidates[i];
                 let what = format!("{} alone, though set aside ({})", self.describe(i), c.why);

@@ -1413,6 +1413,8 @@ fn failed_calls_set_aside_are_tried_after_the_causes_in_score_order() {
     let d = diagnosis(vec![
         candidate(crash(), 0, 1, &[]),
         benign(syscall("openat", "ENOENT"), 1, 2, 0.5),
+        // no process ever sees it: never injected
+        benign(syscall("futex", "ERESTARTSYS"), 1, 2, 0.3),
         benign(syscall("read", "EAGAIN"), 1, 3, 0.02),
     ]);
     let eagain = |plan: &FaultPlan| {
@@ -1447,10 +1449,14 @@ fn failed_calls_set_aside_are_tried_after_the_causes_in_score_order() {
         "{aside:?}"
     );
     let tried: Vec<(usize, u32)> = r.ranking.iter().map(|c| (c.rank, c.attempts)).collect();
-    assert!(tried.iter().all(|&(_, n)| n > 0), "{tried:?}");
+    assert_eq!(tried, [(1, 1), (2, 1), (3, 0), (4, 1)]);
     let report = coverage::markdown(&r.ranking, &r.groups);
     assert!(
-        report.contains("3. read failing with EAGAIN on db2 (score 0.02, set aside: Benign)"),
+        report.contains("4. read failing with EAGAIN on db2 (score 0.02, set aside: Benign)"),
+        "{report}"
+    );
+    assert!(
+        report.contains("Never injected (1):\n\n- 3. futex failing with ERESTARTSYS on db2 (score 0.3, set aside: Benign): a kernel-internal errno: no process sees it"),
         "{report}"
     );
 }

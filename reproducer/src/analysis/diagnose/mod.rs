@@ -78,6 +78,14 @@ pub enum FaultGuess {
     },
 }
 
+impl FaultGuess {
+    /// A failed call whose errno no process ever sees (ERESTARTSYS and the like: the kernel
+    /// restarts the call or turns it into EINTR). Explained by a signal; never injected.
+    pub fn kernel_internal(&self) -> bool {
+        matches!(self, FaultGuess::Syscall { errno, .. } if syscalls::kernel_internal(errno))
+    }
+}
+
 #[derive(Clone, Debug, Serialize)]
 pub struct Candidate {
     pub guess: FaultGuess,

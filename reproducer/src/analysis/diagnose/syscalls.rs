@@ -126,7 +126,7 @@ impl Builder<'_> {
     /// it) a cause.
     fn judge_failure(&self, c: &Candidate, errno: &str) -> (Verdict, String) {
         let seen = how_often(c);
-        if errno.starts_with("ERESTART") || errno == "ENOIOCTLCMD" {
+        if kernel_internal(errno) {
             return (Verdict::Explained, format!("{seen}; interrupted by a signal ({errno} is kernel-internal: the call is restarted or ends in EINTR)"));
         }
         // a burst no larger than what one fault-free run saw in all is no anomaly, however
@@ -318,4 +318,10 @@ fn first_path(t: &TimedEvent) -> Option<&str> {
         What::SyscallFailure(f) => f.path.as_deref(),
         _ => None,
     }
+}
+
+/// An errno the kernel keeps to itself: the call is restarted or ends in EINTR, and
+/// ENOIOCTLCMD becomes ENOTTY.
+pub(super) fn kernel_internal(errno: &str) -> bool {
+    errno.starts_with("ERESTART") || errno == "ENOIOCTLCMD"
 }
