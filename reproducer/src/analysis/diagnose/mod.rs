@@ -29,6 +29,7 @@ mod crash;
 mod explain;
 mod flows;
 mod network;
+mod pair;
 mod preceding;
 mod process;
 mod render;
