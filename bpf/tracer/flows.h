@@ -16,10 +16,12 @@
  * say it kept sending while the other end heard nothing.
  *
  * Cost: nothing on the kernel's packet path. A successful recvfrom, recvmsg, recvmmsg,
- * sendto, sendmsg or sendmmsg of a target reads the fd's socket type; on a datagram socket it
- * reads the peer's address (the call's own sockaddr, else the connected socket's) and looks the
- * flow up once per datagram (at most FLOW_BATCH of a recvmmsg or sendmmsg). Other syscalls
- * and other processes pay a compare of the syscall number. Not seen: read(2) and write(2) on a
+ * sendto, sendmsg or sendmmsg of a target that may hold a datagram socket (one it made or
+ * inherited: targets.h) reads the fd's socket type; on a datagram socket it reads the peer's
+ * address (the call's own sockaddr, else the connected socket's) and looks the flow up once
+ * per datagram (at most FLOW_BATCH of a recvmmsg or sendmmsg). These calls of any other
+ * process read a per-CPU flag; other syscalls pay a compare of the syscall number, socket()
+ * a check of its arguments. Not seen: read(2) and write(2) on a
  * connected UDP socket. Not arrivals: reads of the socket's error queue (MSG_ERRQUEUE, with
  * IP_RECVERR: an ICMP error or a local one about a datagram the process sent, named by that
  * datagram's destination; knet reads them), which say the peer did not take a datagram.
@@ -37,6 +39,8 @@
 
 #define SOCK_DGRAM 2
 #define SOCK_RAW 3
+#define SOCK_TYPE_MASK 0xf
+#define NR_socket 41
 #define NR_sendto 44
 #define NR_recvfrom 45
 #define NR_sendmsg 46
@@ -256,6 +260,23 @@ static __noinline int flow_datagram(struct tracerd_flow_key *key, struct sock *s
 		flow_received(key, sk, now);
 	else
 		flow_sent(key, sk, now);
+	return 0;
+}
+
+/* A successful socket(): one that made an IPv4 or IPv6 datagram socket (UDP, UDP-Lite, ping,
+ * raw IP) puts its process among those whose send and recv calls are looked at (targets.h). */
+static __always_inline int note_socket(struct pt_regs *regs)
+{
+	long family = regs->di, type = regs->si & SOCK_TYPE_MASK;
+	__u32 tgid;
+
+	if ((family != AF_INET && family != AF_INET6) || (type != SOCK_DGRAM && type != SOCK_RAW))
+		return 0;
+	tgid = bpf_get_current_pid_tgid() >> 32;
+	if (tgid == self_tgid)
+		return 0;
+	add_datagram_process(tgid);
+	raise_cpu_runs_datagram_target(tgid);
 	return 0;
 }
 

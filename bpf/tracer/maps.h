@@ -194,13 +194,14 @@ struct {
 	__type(value, __u8);
 } exited SEC(".maps");
 
-/* Per CPU: whether the task it runs may be a target (targets.h, cpu_may_run_target). */
+/* Per CPU: whether the task it runs may be a target that holds a datagram socket (targets.h,
+ * cpu_may_run_datagram_target). */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
 	__type(value, __u32);
-} cpu_runs_target SEC(".maps");
+} cpu_runs_datagram_target SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -248,6 +249,23 @@ struct {
  */
 #define TARGET_SLOTS 4096
 __u32 target_slots[TARGET_SLOTS];
+
+/*
+ * The processes that may hold an IPv4 or IPv6 datagram socket (targets.h): those that made
+ * one, their descendants, and those user space found holding one at start; any process, not
+ * only targets, so that one that becomes a target later is known. The same count per slot
+ * in front as for the targets. A full set is not counted (nothing is lost): from then on
+ * every process may hold one, as if there were no set.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, __u8);
+} datagram_procs SEC(".maps");
+
+__u32 datagram_slots[TARGET_SLOTS];
+__u32 datagram_procs_full;
 
 /* The path walk (paths.h; for cwd.h and fdnames.h): the path is assembled backwards in the first half of a buffer twice
  * its size, so every masked write stays inside the buffer. */

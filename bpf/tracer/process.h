@@ -101,7 +101,7 @@ int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct tas
 {
 	__u64 now = 0;
 
-	set_cpu_runs_target(maybe_target(next->tgid));
+	set_cpu_runs_datagram_target(may_be_datagram_target(next->tgid));
 	if (pending_pauses) {
 		now = bpf_ktime_get_boot_ns();
 		end_pause(next, now);
@@ -177,6 +177,8 @@ int BPF_PROG(on_process_exit, struct task_struct *p)
 	int code;
 
 	tgid = BPF_CORE_READ(p, tgid);
+	if (may_hold_datagrams(tgid) && BPF_CORE_READ(p, signal, live.counter) == 0)
+		forget_datagram_process(tgid);
 	if (!is_target(tgid) || !ends_process(p, tgid))
 		return 0;
 	code = BPF_CORE_READ(p, exit_code);
@@ -246,6 +248,10 @@ int BPF_PROG(on_process_fork, struct task_struct *parent, struct task_struct *ch
 
 	if (cpid != BPF_CORE_READ(child, tgid))
 		return 0; /* a new thread, not a new process */
+	if (BPF_CORE_READ(child, files) == BPF_CORE_READ(parent, files))
+		add_datagram_process(ptgid); /* CLONE_FILES: either one's new socket is the other's */
+	if (holds_datagrams(ptgid))
+		add_datagram_process(cpid);
 	if (!is_target(ptgid))
 		return 0;
 	if (filter_targets)

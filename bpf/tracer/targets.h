@@ -5,7 +5,7 @@
  * which the per-slot counts of target_slots (maps.h) answer "no" for most processes without
  * touching the set's cold buckets. A process enters through register_target (user space's
  * seeds), a fork of a target, a matching exec or a move into a target cgroup (process.h), and
- * leaves at its exit.
+ * leaves at its exit. Beside it, the processes that may hold a datagram socket.
  */
 #ifndef TRACERD_TRACER_TARGETS_H
 #define TRACERD_TRACER_TARGETS_H
@@ -39,27 +39,80 @@ static __always_inline void forget_target(__u32 tgid)
 }
 
 /*
- * Whether the task this CPU runs may be a target, without a helper call: a per-CPU flag that
- * sched_switch sets from maybe_target() of the task it switches in, and that add_target sets
- * on the CPU where a target is added (an exec into a target runs there). It is false for a
- * target only while a task that user space made a target has not yet been switched in again
- * (docs/tracerd.md). The per-CPU array's lookup is inlined from 6.10 on; before, it is a
- * helper call, as bpf_get_current_pid_tgid was. For the calls every process makes and a
- * target rarely needs (send() and recv() on any socket, for the datagram flows).
+ * Which processes may hold a datagram socket (datagram_procs, maps.h): flows.h looks at a
+ * target's send and recv calls only in those, so a target that talks TCP over send/recv does
+ * not pay the socket lookup (about 80 ns a call on the benchmark machine). A process enters
+ * where it makes such a socket (flows.h, note_socket), at a fork of one (or of a process that
+ * shares its fd table with the child: either one's socket is the other's), and from user
+ * space's scan at start; it leaves at its end. An exec keeps it (fds outlive exec). Not seen:
+ * a datagram socket received from another process (SCM_RIGHTS, pidfd_getfd) by one that
+ * never made nor inherited one.
  */
-static __always_inline bool cpu_may_run_target(void)
+static __always_inline bool may_hold_datagrams(__u32 tgid)
 {
-	__u32 zero = 0, *flag = bpf_map_lookup_elem(&cpu_runs_target, &zero);
+	return datagram_procs_full || datagram_slots[tgid & (TARGET_SLOTS - 1)] != 0;
+}
+
+static __always_inline bool holds_datagrams(__u32 tgid)
+{
+	if (datagram_procs_full)
+		return true;
+	return may_hold_datagrams(tgid) && bpf_map_lookup_elem(&datagram_procs, &tgid) != NULL;
+}
+
+static __always_inline void add_datagram_process(__u32 tgid)
+{
+	__u8 one = 1;
+	long err = bpf_map_update_elem(&datagram_procs, &tgid, &one, BPF_NOEXIST);
+
+	if (!err)
+		__sync_fetch_and_add(&datagram_slots[tgid & (TARGET_SLOTS - 1)], 1);
+	else if (err != -EEXIST)
+		datagram_procs_full = 1;
+}
+
+static __always_inline void forget_datagram_process(__u32 tgid)
+{
+	if (bpf_map_delete_elem(&datagram_procs, &tgid) == 0)
+		__sync_fetch_and_add(&datagram_slots[tgid & (TARGET_SLOTS - 1)], -1);
+}
+
+/*
+ * Whether the task this CPU runs may be a target that holds a datagram socket, without a
+ * helper call: a per-CPU flag that sched_switch sets for the task it switches in, and that
+ * is raised on the CPU where a process becomes a target or a datagram holder (an exec into a
+ * target, a socket() runs there). It is false for such a task only while one that user
+ * space added has not yet been switched in again (docs/tracerd.md). The per-CPU array's
+ * lookup is inlined from 6.10 on; before, it is a helper call, as bpf_get_current_pid_tgid
+ * was. For the calls every process makes and a target rarely needs (send() and recv() on
+ * any socket, for the datagram flows).
+ */
+static __always_inline bool cpu_may_run_datagram_target(void)
+{
+	__u32 zero = 0, *flag = bpf_map_lookup_elem(&cpu_runs_datagram_target, &zero);
 
 	return !flag || *flag;
 }
 
-static __always_inline void set_cpu_runs_target(__u32 may)
+static __always_inline void set_cpu_runs_datagram_target(__u32 may)
 {
-	__u32 zero = 0, *flag = bpf_map_lookup_elem(&cpu_runs_target, &zero);
+	__u32 zero = 0, *flag = bpf_map_lookup_elem(&cpu_runs_datagram_target, &zero);
 
 	if (flag && *flag != may)
 		*flag = may;
+}
+
+/* The flag for tgid's task, switched in now. */
+static __always_inline bool may_be_datagram_target(__u32 tgid)
+{
+	return maybe_target(tgid) && may_hold_datagrams(tgid);
+}
+
+/* Only ever raised here: the next switch sets it exactly. */
+static __always_inline void raise_cpu_runs_datagram_target(__u32 tgid)
+{
+	if (may_be_datagram_target(tgid))
+		set_cpu_runs_datagram_target(1);
 }
 
 /* Returns 1 when the set is full (counted), 0 when tgid is (now or already) a target. */
@@ -68,9 +121,9 @@ static __always_inline int add_target(__u32 tgid)
 	__u8 one = 1;
 	long err = bpf_map_update_elem(&targets, &tgid, &one, BPF_NOEXIST);
 
-	set_cpu_runs_target(1);
 	if (!err) {
 		__sync_fetch_and_add(&target_slots[tgid & (TARGET_SLOTS - 1)], 1);
+		raise_cpu_runs_datagram_target(tgid);
 		return 0;
 	}
 	if (err == -EEXIST)
@@ -120,6 +173,15 @@ SEC("raw_tp")
 int register_target(__u64 *args)
 {
 	return add_target((__u32)args[0]);
+}
+
+/* Run by user space like register_target, for each process its scan at start found holding
+ * a datagram socket. */
+SEC("raw_tp")
+int register_datagram_process(__u64 *args)
+{
+	add_datagram_process((__u32)args[0]);
+	return 0;
 }
 
 #endif

@@ -9,8 +9,9 @@
  *       Prints "ready" once bound, then at the end "sent N received M".
  *   heartbeat spray PEER_ADDR PEER_PORT SOCKETS
  *       Sends one UDP datagram from each of SOCKETS fresh sockets (each its own port).
- *   heartbeat sink LOCAL_PORT COUNT TIMEOUT_MS
- *       Receives up to COUNT UDP datagrams (recvfrom), prints "received M".
+ *   heartbeat sink LOCAL_PORT COUNT TIMEOUT_MS [fork]
+ *       Receives up to COUNT UDP datagrams (recvfrom), prints "received M". With fork, a
+ *       child forked after the socket is made receives (the parent only waits for it).
  *   heartbeat errors PEER_ADDR PEER_PORT COUNT
  *       Sends COUNT UDP datagrams 50 ms apart to a port nobody listens on, with IP_RECVERR,
  *       and reads each ICMP error back from the error queue (recvmsg MSG_ERRQUEUE, as knet
@@ -28,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -204,12 +206,27 @@ static int sink(int argc, char **argv)
 	long long end;
 	int fd, want, received = 0;
 
-	if (argc != 5) {
-		fprintf(stderr, "usage: heartbeat sink LOCAL_PORT COUNT TIMEOUT_MS\n");
+	if (argc != 5 && !(argc == 6 && !strcmp(argv[5], "fork"))) {
+		fprintf(stderr, "usage: heartbeat sink LOCAL_PORT COUNT TIMEOUT_MS [fork]\n");
 		return 2;
 	}
 	want = atoi(argv[3]);
 	fd = bound_socket(AF_INET6, SOCK_DGRAM, 0, atoi(argv[2]));
+	if (argc == 6) {
+		pid_t child = fork();
+		int status;
+
+		if (child < 0) {
+			perror("fork");
+			return 1;
+		}
+		if (child > 0) {
+			close(fd);
+			if (waitpid(child, &status, 0) < 0)
+				return 1;
+			return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+		}
+	}
 	printf("ready\n");
 	fflush(stdout);
 	end = now_ms() + atoll(argv[4]);

@@ -2,7 +2,8 @@
 //! is a network gap between the two addresses, with its protocol and the datagrams sent
 //! meanwhile; the peer, which heard everything, records none; IPv4 and IPv6; every datagram
 //! call (sendto/recvfrom, sendmsg/recvmsg, sendmmsg/recvmmsg); a process's share of the flow
-//! table is bounded and what does not fit is counted.
+//! table is bounded and what does not fit is counted; a socket made before tracerd started or
+//! inherited from a parent is watched too.
 //!
 //! The loss is made on the wire, with no firewall: b's neighbour entry for a is pointed at a
 //! MAC address nobody has, so b's sends still succeed and a's veth drops them as not its own;
@@ -342,4 +343,40 @@ fn an_error_queue_read_is_no_datagram_from_the_peer() {
         flow["received"], 0,
         "an error about a datagram sent is no datagram received: {flow:#}"
     );
+}
+
+#[test]
+#[ignore = "system test: needs root (loads BPF programs); scripts/test runs it"]
+fn datagram_sockets_made_before_the_start_or_by_a_parent_are_watched() {
+    require_root();
+    // the kernel looks at a target's datagram calls only in processes it knows may hold a
+    // datagram socket: this one made its socket before the programs were attached (only the
+    // scan at start can know), and this one's parent made it before forking it
+    let prog = program_as("heartbeat", "hb_known");
+    let mut early = Command::new(&prog);
+    early.args(["sink", "47131", "5", "20000"]);
+    let early = Heartbeat::start(early);
+    let d = Daemon::start(&["--target-comm", "hb_known", "--gap-ms", "200"]);
+    let mut forked = Command::new(&prog);
+    forked.args(["sink", "47132", "5", "20000", "fork"]);
+    let forked = Heartbeat::start(forked);
+    for port in ["47131", "47132"] {
+        run_ok(Command::new(&prog).args(["spray", "::1", port, "5"]));
+    }
+    assert_eq!(early.finish(), "received 5");
+    assert_eq!(forked.finish(), "received 5");
+    let meta = inspect_meta(&d.dump());
+    let flows = meta["flows"].as_array().expect("the dump's flow table");
+    for port in [47131, 47132] {
+        let received: u64 = flows
+            .iter()
+            .filter(|f| {
+                f["local"]
+                    .as_str()
+                    .is_some_and(|l| l.ends_with(&format!(":{port}")))
+            })
+            .map(|f| f["received"].as_u64().unwrap_or(0))
+            .sum();
+        assert_eq!(received, 5, "the sink on port {port} received 5: {flows:#?}");
+    }
 }

@@ -11,6 +11,7 @@ pub mod config;
 pub mod config_error;
 pub mod control;
 pub mod daemon;
+mod datagram_holders;
 pub mod dumpdir;
 pub mod engine;
 pub mod environment;

@@ -107,6 +107,7 @@ impl Engine {
         for p in &initial_processes {
             register_target(&skel, p.pid)?;
         }
+        register_datagram_holders(&skel)?;
         let uprobes = Uprobes::new(
             functions,
             counter_entries(functions_at_start),
@@ -390,6 +391,27 @@ fn register_target(skel: &TracerSkel, pid: u32) -> Result<()> {
         .with_context(|| format!("adding process {pid} to the traced set"))?;
     if out.return_value != 0 {
         bail!("adding process {pid} to the traced set: the set is full (65536 processes)");
+    }
+    Ok(())
+}
+
+/// Tells the kernel which processes hold a datagram socket made before the programs were
+/// attached (see `may_hold_datagrams` in bpf/tracer/targets.h). Twice: a child forked from
+/// such a process before the first pass marked it inherits nothing in the kernel, and the
+/// second pass, which lists processes after the first one ended, finds it.
+fn register_datagram_holders(skel: &TracerSkel) -> Result<()> {
+    for _ in 0..2 {
+        for pid in crate::datagram_holders::datagram_socket_holders() {
+            let mut args = u64::from(pid).to_ne_bytes();
+            let input = libbpf_rs::ProgramInput {
+                context_in: Some(&mut args),
+                ..Default::default()
+            };
+            skel.progs
+                .register_datagram_process
+                .test_run(input)
+                .with_context(|| format!("noting process {pid}'s datagram sockets"))?;
+        }
     }
     Ok(())
 }
