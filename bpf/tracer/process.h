@@ -240,6 +240,8 @@ static __always_inline void emit_start(__u32 pid, __u32 ppid, struct task_struct
 	submit(e);
 }
 
+#define PF_KTHREAD 0x00200000
+
 SEC("tp_btf/sched_process_fork")
 int BPF_PROG(on_process_fork, struct task_struct *parent, struct task_struct *child)
 {
@@ -248,8 +250,11 @@ int BPF_PROG(on_process_fork, struct task_struct *parent, struct task_struct *ch
 
 	if (cpid != BPF_CORE_READ(child, tgid))
 		return 0; /* a new thread, not a new process */
-	if (BPF_CORE_READ(child, files) == BPF_CORE_READ(parent, files))
-		add_datagram_process(ptgid); /* CLONE_FILES: either one's new socket is the other's */
+	/* CLONE_FILES: either one's new socket is the other's (kthreadd makes every kernel
+	 * thread so, and they make no send or recv calls) */
+	if (BPF_CORE_READ(child, files) == BPF_CORE_READ(parent, files) &&
+	    !(BPF_CORE_READ(child, flags) & PF_KTHREAD))
+		add_datagram_process(ptgid);
 	if (holds_datagrams(ptgid))
 		add_datagram_process(cpid);
 	if (!is_target(ptgid))
